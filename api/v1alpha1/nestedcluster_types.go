@@ -1,0 +1,457 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults. DefaultVersion is the newest Kubernetes minor that the pinned Cluster API
+// release (v1.11) documents as supported for workload clusters.
+const (
+	DefaultVersion     = "v1.34.3"
+	DefaultPodCIDR     = "10.243.0.0/16"
+	DefaultServiceCIDR = "10.95.0.0/16"
+	DefaultDNSDomain   = "tenant.local"
+	DefaultPoolName    = "workers"
+	// DefaultNodeImageRepository is where node images are looked up when a pool
+	// does not name one; the tag is the Kubernetes version.
+	DefaultNodeImageRepository = "knest/node"
+	DefaultDrainTimeoutSeconds = 300
+
+	// MinVersion and MaxVersion bound the tenant Kubernetes minors Cluster API v1.11
+	// supports for workload clusters; the CRD's version rule encodes the same range.
+	MinVersion = "v1.28.0"
+	MaxVersion = "v1.34.99"
+)
+
+// Finalizer keeps a NestedCluster until everything it created is gone.
+const Finalizer = "knest.dev/nestedcluster"
+
+// ClusterNameLabel is set on every object knest creates for a NestedCluster.
+const ClusterNameLabel = "knest.dev/cluster"
+
+// PoolNameLabel marks objects that belong to one worker pool; the control plane uses
+// ControlPlanePool.
+const PoolNameLabel = "knest.dev/pool"
+
+// ControlPlanePool is the pool label value of control-plane objects.
+const ControlPlanePool = "control-plane"
+
+// Phase is a one-word summary of where a NestedCluster is.
+// +kubebuilder:validation:Enum=Provisioning;Running;Scaling;Upgrading;Deleting;Failed;Paused
+type Phase string
+
+const (
+	PhaseProvisioning Phase = "Provisioning"
+	PhaseRunning      Phase = "Running"
+	PhaseScaling      Phase = "Scaling"
+	PhaseUpgrading    Phase = "Upgrading"
+	PhaseDeleting     Phase = "Deleting"
+	PhaseFailed       Phase = "Failed"
+	PhasePaused       Phase = "Paused"
+)
+
+// Condition types and reasons.
+const (
+	// ReadyCondition summarizes the others: True when the tenant cluster serves its API
+	// and every pool has all its nodes ready.
+	ReadyCondition = "Ready"
+	// TopologyReconciledCondition is True when every Cluster API object matches the spec.
+	TopologyReconciledCondition = "TopologyReconciled"
+	// ControlPlaneReadyCondition is True when all control-plane machines are ready.
+	ControlPlaneReadyCondition = "ControlPlaneReady"
+	// WorkersReadyCondition is True when every pool has all its desired nodes ready.
+	WorkersReadyCondition = "WorkersReady"
+	// InfrastructureReadyCondition is True when the host side (KubevirtCluster,
+	// its API Service) is ready.
+	InfrastructureReadyCondition = "InfrastructureReady"
+
+	ReconciledReason             = "Reconciled"
+	ApplyFailedReason            = "ApplyFailed"
+	WaitingForInfraReason        = "WaitingForInfrastructure"
+	WaitingForControlPlaneReason = "WaitingForControlPlane"
+	ScalingUpReason              = "ScalingUp"
+	ScalingDownReason            = "ScalingDown"
+	RollingOutReason             = "RollingOut"
+	NodesNotReadyReason          = "NodesNotReady"
+	ReadyReason                  = "Ready"
+	PausedReason                 = "Paused"
+	DeletingReason               = "Deleting"
+	ClusterFailedReason          = "ClusterFailed"
+)
+
+// CNI names the network plugin knest installs into the tenant.
+// +kubebuilder:validation:Enum=flannel;none
+type CNI string
+
+const (
+	// CNIFlannel installs flannel with VXLAN on port 8473, so it does not collide with a
+	// host pod network that uses VXLAN on the default port 4789.
+	CNIFlannel CNI = "flannel"
+	// CNINone installs nothing; the tenant brings its own.
+	CNINone CNI = "none"
+)
+
+// RootDiskType picks how a node's root disk is provided.
+// +kubebuilder:validation:Enum=ContainerDisk;DataVolume
+type RootDiskType string
+
+const (
+	// RootDiskContainerDisk boots from an ephemeral containerDisk: fast, nothing
+	// persists across a VM restart.
+	RootDiskContainerDisk RootDiskType = "ContainerDisk"
+	// RootDiskDataVolume imports the image into a PVC through CDI: the node keeps its
+	// disk across restarts.
+	RootDiskDataVolume RootDiskType = "DataVolume"
+)
+
+// NestedClusterSpec is what a tenant cluster should look like.
+type NestedClusterSpec struct {
+	// version is the tenant Kubernetes version, e.g. v1.34.3. Upgrades go one minor at
+	// a time; downgrades are refused.
+	// +kubebuilder:default="v1.34.3"
+	// +kubebuilder:validation:MaxLength=20
+	// +kubebuilder:validation:XValidation:rule="self.matches('^v1\\\\.(2[89]|3[0-4])\\\\.[0-9]+$')",message="version must look like v1.MINOR.PATCH with a minor from 28 to 34 (the range Cluster API v1.11 supports), e.g. v1.34.3"
+	// +kubebuilder:validation:XValidation:rule="!oldSelf.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || !self.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || (int(self.split('.')[1]) >= int(oldSelf.split('.')[1]) && int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1)",message="version can only move forward by at most one minor at a time (kubeadm upgrade rules); downgrades are not supported"
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// controlPlane sizes the control-plane nodes.
+	// +kubebuilder:default={}
+	// +optional
+	ControlPlane ControlPlaneSpec `json:"controlPlane,omitempty"`
+
+	// workers are the named worker pools. Pools can be added, removed and scaled
+	// (also to and from zero).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Workers []WorkerPool `json:"workers,omitempty"`
+
+	// network sets the tenant's pod and service networks. They must not overlap each
+	// other, and should not overlap the host's; they cannot change after creation.
+	// +kubebuilder:default={}
+	// +optional
+	Network NetworkSpec `json:"network,omitempty"`
+
+	// apiServer says how the tenant API endpoint is exposed on the host.
+	// +kubebuilder:default={}
+	// +optional
+	APIServer APIServerSpec `json:"apiServer,omitempty"`
+
+	// paused stops knest (and Cluster API) from changing the tenant cluster.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// MachineSpec is the VM shape shared by control-plane nodes and pool nodes.
+type MachineSpec struct {
+	// cpu is the number of virtual CPU cores.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=128
+	// +optional
+	CPU int32 `json:"cpu,omitempty"`
+
+	// memory is the VM's memory, e.g. 4Gi. It is also requested from the host scheduler.
+	// +kubebuilder:default="4Gi"
+	// +optional
+	Memory *resource.Quantity `json:"memory,omitempty"`
+
+	// image is the node image: a containerDisk image reference (see images/). Empty
+	// means knest's node image for spec.version from the controller's image repository.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// rootDisk chooses the root disk kind and its size.
+	// +optional
+	RootDisk RootDiskSpec `json:"rootDisk,omitempty"`
+
+	// kernelBoot boots the kernel and initrd from a kernel-boot image instead of the
+	// disk's bootloader; faster and needed where firmware boot is slow.
+	// +optional
+	KernelBoot *KernelBootSpec `json:"kernelBoot,omitempty"`
+
+	// nodeDrainTimeoutSeconds bounds how long a node is drained before its VM is
+	// removed (scale-down, rollout, remediation). 0 means wait forever.
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	NodeDrainTimeoutSeconds *int32 `json:"nodeDrainTimeoutSeconds,omitempty"`
+}
+
+// RootDiskSpec describes a node's root disk.
+// +kubebuilder:validation:XValidation:rule="self.type != 'DataVolume' || has(self.size)",message="rootDisk.size is required when rootDisk.type is DataVolume"
+type RootDiskSpec struct {
+	// type is ContainerDisk (ephemeral, default) or DataVolume (persistent PVC).
+	// +kubebuilder:default=ContainerDisk
+	// +optional
+	Type RootDiskType `json:"type,omitempty"`
+
+	// size of the DataVolume root disk, e.g. 20Gi.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// storageClassName of the DataVolume; empty means the host's default class.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	StorageClassName string `json:"storageClassName,omitempty"`
+}
+
+// KernelBootSpec points at a kernel-boot image (KubeVirt's kernelBoot.container).
+type KernelBootSpec struct {
+	// image holds the kernel and initrd.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+	// kernelPath inside the image.
+	// +kubebuilder:default="/boot/vmlinuz"
+	// +optional
+	KernelPath string `json:"kernelPath,omitempty"`
+	// initrdPath inside the image.
+	// +kubebuilder:default="/boot/initrd.img"
+	// +optional
+	InitrdPath string `json:"initrdPath,omitempty"`
+	// kernelArgs is the kernel command line.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	KernelArgs string `json:"kernelArgs,omitempty"`
+}
+
+// ControlPlaneSpec sizes the control plane.
+// +kubebuilder:validation:XValidation:rule="self.cpu >= 2",message="controlPlane.cpu must be at least 2: kubeadm refuses to init a control plane with fewer CPUs"
+// +kubebuilder:validation:XValidation:rule="quantity(string(self.memory)).compareTo(quantity('1700Mi')) >= 0",message="controlPlane.memory must be at least 1700Mi: kubeadm refuses to init a control plane with less"
+type ControlPlaneSpec struct {
+	// replicas is the number of control-plane nodes: 1, 3, 5 or 7. It must be odd so
+	// etcd keeps quorum when one member is lost.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XValidation:rule="self in [1, 3, 5, 7]",message="controlPlane.replicas must be 1, 3, 5 or 7: an even number of etcd members tolerates no more failures than one fewer and risks split votes"
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	MachineSpec `json:",inline"`
+}
+
+// WorkerPool is a named group of identical worker nodes.
+// +kubebuilder:validation:XValidation:rule="quantity(string(self.memory)).compareTo(quantity('1Gi')) >= 0",message="a worker pool's memory must be at least 1Gi for kubelet, a runtime and the CNI to fit"
+type WorkerPool struct {
+	// name of the pool: a DNS label of at most 15 characters, unique in the cluster.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=15
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="pool name must be a DNS label: lower-case letters, digits and '-', starting with a letter and not ending with '-'"
+	Name string `json:"name"`
+
+	// replicas is the number of nodes; 0 keeps the pool defined but empty.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=200
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	MachineSpec `json:",inline"`
+
+	// labels are set on the pool's tenant Nodes.
+	// +kubebuilder:validation:MaxProperties=64
+	// +optional
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// taints are set on the pool's tenant Nodes when they register.
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Taints []corev1.Taint `json:"taints,omitempty"`
+
+	// gpus are passed through to every VM of the pool (KubeVirt's GPU device plugin names).
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	GPUs []DeviceSpec `json:"gpus,omitempty"`
+
+	// hostDevices are other host devices passed through to every VM of the pool.
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	HostDevices []DeviceSpec `json:"hostDevices,omitempty"`
+}
+
+// DeviceSpec names one passthrough device.
+type DeviceSpec struct {
+	// name of the device inside the VM.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// deviceName is the resource name the host advertises, e.g. nvidia.com/GA102GL_A10.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	DeviceName string `json:"deviceName"`
+}
+
+// NetworkSpec is the tenant's network layout.
+// +kubebuilder:validation:XValidation:rule="!isCIDR(self.podCIDR) || !isCIDR(self.serviceCIDR) || (!cidr(self.podCIDR).containsIP(cidr(self.serviceCIDR).masked().ip()) && !cidr(self.serviceCIDR).containsIP(cidr(self.podCIDR).masked().ip()))",message="network.podCIDR and network.serviceCIDR must not overlap"
+type NetworkSpec struct {
+	// podCIDR is the tenant's pod network (IPv4, prefix /8 to /24).
+	// +kubebuilder:default="10.243.0.0/16"
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).ip().family() == 4 && cidr(self).prefixLength() >= 8 && cidr(self).prefixLength() <= 24",message="network.podCIDR must be an IPv4 CIDR with a prefix from /8 to /24, e.g. 10.243.0.0/16"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="network.podCIDR cannot be changed after creation; create a new cluster instead"
+	// +optional
+	PodCIDR string `json:"podCIDR,omitempty"`
+
+	// serviceCIDR is the tenant's service network (IPv4, prefix /12 to /24).
+	// +kubebuilder:default="10.95.0.0/16"
+	// +kubebuilder:validation:MaxLength=43
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self) && cidr(self).ip().family() == 4 && cidr(self).prefixLength() >= 12 && cidr(self).prefixLength() <= 24",message="network.serviceCIDR must be an IPv4 CIDR with a prefix from /12 to /24, e.g. 10.95.0.0/16"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="network.serviceCIDR cannot be changed after creation; create a new cluster instead"
+	// +optional
+	ServiceCIDR string `json:"serviceCIDR,omitempty"`
+
+	// dnsDomain is the tenant's cluster DNS domain, distinct from the host's
+	// cluster.local so names never resolve across.
+	// +kubebuilder:default="tenant.local"
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="network.dnsDomain must be a DNS name such as tenant.local"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="network.dnsDomain cannot be changed after creation; create a new cluster instead"
+	// +optional
+	DNSDomain string `json:"dnsDomain,omitempty"`
+
+	// cni is the network plugin knest installs into the tenant: flannel (default) or none.
+	// +kubebuilder:default=flannel
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="network.cni cannot be changed after creation"
+	// +optional
+	CNI CNI `json:"cni,omitempty"`
+}
+
+// ServiceType is how the tenant API Service is exposed on the host.
+// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+type ServiceType string
+
+const (
+	ServiceTypeClusterIP    ServiceType = "ClusterIP"
+	ServiceTypeNodePort     ServiceType = "NodePort"
+	ServiceTypeLoadBalancer ServiceType = "LoadBalancer"
+)
+
+// APIServerSpec says how the tenant API endpoint is reached.
+type APIServerSpec struct {
+	// serviceType of the host Service in front of the control plane.
+	// +kubebuilder:default=ClusterIP
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="apiServer.serviceType cannot be changed after creation: the endpoint is baked into the tenant's certificates and kubeconfigs"
+	// +optional
+	ServiceType ServiceType `json:"serviceType,omitempty"`
+
+	// host is a fixed endpoint host (DNS name or IP) for the tenant API, e.g. one a
+	// load balancer outside the host cluster answers on. It cannot change after creation.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="apiServer.host cannot be changed after creation"
+	// +optional
+	Host string `json:"host,omitempty"`
+
+	// certSANs are extra names and IPs in the API server's certificate.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	CertSANs []string `json:"certSANs,omitempty"`
+}
+
+// NestedClusterStatus is what knest observed.
+type NestedClusterStatus struct {
+	// phase is a one-word summary.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// conditions tell what is and is not ready, with reasons.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the spec generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// endpoint is the tenant API server URL as seen from the host cluster.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+
+	// version is the Kubernetes version the control plane runs.
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// controlPlane counts control-plane nodes.
+	// +optional
+	ControlPlane ReplicaStatus `json:"controlPlane,omitempty"`
+
+	// workers counts nodes per pool.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Workers []PoolStatus `json:"workers,omitempty"`
+
+	// controlPlaneReady is "ready/desired" for the control plane, for kubectl columns.
+	// +optional
+	ControlPlaneReady string `json:"controlPlaneReady,omitempty"`
+
+	// workersReady is "ready/desired" over all pools, for kubectl columns.
+	// +optional
+	WorkersReady string `json:"workersReady,omitempty"`
+
+	// kubeconfigSecretName is the Secret (key "value") with the tenant admin kubeconfig.
+	// +optional
+	KubeconfigSecretName string `json:"kubeconfigSecretName,omitempty"`
+}
+
+// ReplicaStatus counts desired and ready nodes.
+type ReplicaStatus struct {
+	Desired int32 `json:"desired"`
+	Ready   int32 `json:"ready"`
+}
+
+// PoolStatus counts one pool's nodes.
+type PoolStatus struct {
+	Name          string `json:"name"`
+	ReplicaStatus `json:",inline"`
+}
+
+// NestedCluster is a tenant Kubernetes cluster whose nodes are KubeVirt VMs.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=nc;ncl,categories=knest
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.spec.version`
+// +kubebuilder:printcolumn:name="Control Plane",type=string,JSONPath=`.status.controlPlaneReady`
+// +kubebuilder:printcolumn:name="Workers",type=string,JSONPath=`.status.workersReady`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 30 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="NestedCluster name must be a DNS label of at most 30 characters (lower-case letters, digits, '-', starting with a letter): it prefixes the names of the VMs and Services knest creates"
+type NestedCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +kubebuilder:default={}
+	Spec   NestedClusterSpec   `json:"spec,omitempty"`
+	Status NestedClusterStatus `json:"status,omitempty"`
+}
+
+// NestedClusterList is a list of NestedClusters.
+//
+// +kubebuilder:object:root=true
+type NestedClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NestedCluster `json:"items"`
+}
+
+// GetConditions returns the conditions; Cluster API's patch helper and conditions
+// utilities use it.
+func (c *NestedCluster) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions sets the conditions.
+func (c *NestedCluster) SetConditions(conditions []metav1.Condition) {
+	c.Status.Conditions = conditions
+}
+
+func init() {
+	SchemeBuilder.Register(&NestedCluster{}, &NestedClusterList{})
+}

@@ -1,0 +1,56 @@
+package cluster
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+)
+
+// Default fills in what the API server's CRD defaults fill in, so a NestedCluster
+// rendered without an API server (knest create --dry-run) matches one that went
+// through it. The integration tests compare the two.
+func Default(nc *knestv1.NestedCluster) {
+	s := &nc.Spec
+	setIfEmpty(&s.Version, knestv1.DefaultVersion)
+	if s.ControlPlane.Replicas == 0 {
+		s.ControlPlane.Replicas = 1
+	}
+	defaultMachine(&s.ControlPlane.MachineSpec)
+	for i := range s.Workers {
+		p := &s.Workers[i]
+		if p.Replicas == nil {
+			p.Replicas = ptr(int32(1))
+		}
+		defaultMachine(&p.MachineSpec)
+	}
+	setIfEmpty(&s.Network.PodCIDR, knestv1.DefaultPodCIDR)
+	setIfEmpty(&s.Network.ServiceCIDR, knestv1.DefaultServiceCIDR)
+	setIfEmpty(&s.Network.DNSDomain, knestv1.DefaultDNSDomain)
+	setIfEmpty(&s.Network.CNI, knestv1.CNIFlannel)
+	setIfEmpty(&s.APIServer.ServiceType, knestv1.ServiceTypeClusterIP)
+}
+
+func defaultMachine(m *knestv1.MachineSpec) {
+	if m.CPU == 0 {
+		m.CPU = 2
+	}
+	if m.Memory == nil {
+		m.Memory = ptr(resource.MustParse("4Gi"))
+	}
+	setIfEmpty(&m.RootDisk.Type, knestv1.RootDiskContainerDisk)
+	if m.NodeDrainTimeoutSeconds == nil {
+		m.NodeDrainTimeoutSeconds = ptr(int32(knestv1.DefaultDrainTimeoutSeconds))
+	}
+	if kb := m.KernelBoot; kb != nil {
+		setIfEmpty(&kb.KernelPath, "/boot/vmlinuz")
+		setIfEmpty(&kb.InitrdPath, "/boot/initrd.img")
+	}
+}
+
+func setIfEmpty[T ~string](field *T, value T) {
+	if *field == "" {
+		*field = value
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

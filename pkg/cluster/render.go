@@ -1,0 +1,384 @@
+// Package cluster renders a NestedCluster into the Cluster API object graph that
+// realizes it. Rendering is a pure function: the controller applies its result and
+// `knest create --dry-run` prints it.
+package cluster
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/vmtemplate"
+)
+
+// Bootstrap check strategies of CAPK.
+const (
+	// BootstrapCheckSSH is CAPK's default: its controller logs into the VM over SSH to
+	// read Cluster API's bootstrap sentinel file.
+	BootstrapCheckSSH = "ssh"
+	// BootstrapCheckNone trusts the VM's readiness alone; for hosts where the CAPK
+	// controller cannot reach VM IPs.
+	BootstrapCheckNone = "none"
+)
+
+// criSocket is containerd's socket in knest's node image.
+const criSocket = "unix:///var/run/containerd/containerd.sock"
+
+// Options are controller-wide rendering settings.
+type Options struct {
+	// NodeImageRepository is used for pools that do not name an image; the tag is the
+	// tenant Kubernetes version.
+	NodeImageRepository string
+	// BootstrapCheck is CAPK's virtualMachineBootstrapCheck strategy: ssh or none.
+	BootstrapCheck string
+}
+
+func (o Options) withDefaults() Options {
+	setIfEmpty(&o.NodeImageRepository, knestv1.DefaultNodeImageRepository)
+	setIfEmpty(&o.BootstrapCheck, BootstrapCheckSSH)
+	return o
+}
+
+// Graph is the Cluster API object graph of one NestedCluster.
+type Graph struct {
+	Cluster                 *clusterv1.Cluster
+	KubevirtCluster         *capkv1.KubevirtCluster
+	ControlPlaneTemplate    *capkv1.KubevirtMachineTemplate
+	ControlPlane            *controlplanev1.KubeadmControlPlane
+	ControlPlaneHealthCheck *clusterv1.MachineHealthCheck
+	Pools                   []Pool
+	// CNI is nil when spec.network.cni is none.
+	CNI          *addonsv1.ClusterResourceSet
+	CNIConfigMap *corev1.ConfigMap
+}
+
+// Pool is the objects of one worker pool.
+type Pool struct {
+	Name              string
+	MachineTemplate   *capkv1.KubevirtMachineTemplate
+	BootstrapTemplate *bootstrapv1.KubeadmConfigTemplate
+	MachineDeployment *clusterv1.MachineDeployment
+	HealthCheck       *clusterv1.MachineHealthCheck
+}
+
+// Objects lists every object in the order a person reads them and a fresh apply
+// creates them (templates before what references them).
+func (g *Graph) Objects() []client.Object {
+	objs := []client.Object{g.Cluster, g.KubevirtCluster, g.ControlPlaneTemplate, g.ControlPlane, g.ControlPlaneHealthCheck}
+	for _, p := range g.Pools {
+		objs = append(objs, p.MachineTemplate, p.BootstrapTemplate, p.MachineDeployment, p.HealthCheck)
+	}
+	if g.CNI != nil {
+		objs = append(objs, g.CNIConfigMap, g.CNI)
+	}
+	return objs
+}
+
+// Render returns the object graph for nc. nc must be defaulted (by the API server or
+// Default); Render does not modify it.
+func Render(nc *knestv1.NestedCluster, opts Options) (*Graph, error) {
+	opts = opts.withDefaults()
+	r := renderer{nc: nc, opts: opts, name: nc.Name, ns: nc.Namespace}
+	g := &Graph{
+		Cluster:         r.cluster(),
+		KubevirtCluster: r.kubevirtCluster(),
+	}
+	var err error
+	if g.ControlPlaneTemplate, err = r.machineTemplate(knestv1.ControlPlanePool, ControlPlaneName(r.name), nc.Spec.ControlPlane.MachineSpec, nil, nil); err != nil {
+		return nil, fmt.Errorf("failed to render control-plane machine template: %w", err)
+	}
+	g.ControlPlane = r.controlPlane(g.ControlPlaneTemplate.Name)
+	g.ControlPlaneHealthCheck = r.healthCheck(ControlPlaneName(r.name), knestv1.ControlPlanePool,
+		metav1.LabelSelector{MatchLabels: map[string]string{
+			clusterv1.ClusterNameLabel:         r.name,
+			clusterv1.MachineControlPlaneLabel: "",
+		}})
+	for _, pool := range nc.Spec.Workers {
+		p, err := r.pool(pool)
+		if err != nil {
+			return nil, fmt.Errorf("failed to render worker pool %s: %w", pool.Name, err)
+		}
+		g.Pools = append(g.Pools, p)
+	}
+	if nc.Spec.Network.CNI == knestv1.CNIFlannel {
+		if g.CNIConfigMap, err = r.flannelConfigMap(); err != nil {
+			return nil, fmt.Errorf("failed to render the flannel CNI manifest: %w", err)
+		}
+		g.CNI = r.clusterResourceSet(g.CNIConfigMap.Name)
+	}
+	return g, nil
+}
+
+type renderer struct {
+	nc   *knestv1.NestedCluster
+	opts Options
+	name string
+	ns   string
+}
+
+// meta is the metadata every rendered object carries: the NestedCluster's label
+// (so the controller finds what it owns) and the pool it belongs to.
+func (r renderer) meta(name, pool string) metav1.ObjectMeta {
+	labels := map[string]string{
+		knestv1.ClusterNameLabel:   r.name,
+		clusterv1.ClusterNameLabel: r.name,
+	}
+	if pool != "" {
+		labels[knestv1.PoolNameLabel] = pool
+	}
+	return metav1.ObjectMeta{Name: name, Namespace: r.ns, Labels: labels}
+}
+
+func (r renderer) cluster() *clusterv1.Cluster {
+	s := r.nc.Spec
+	c := &clusterv1.Cluster{
+		TypeMeta:   typeMeta(clusterv1.GroupVersion.WithKind("Cluster")),
+		ObjectMeta: r.meta(r.name, ""),
+		Spec: clusterv1.ClusterSpec{
+			ClusterNetwork: clusterv1.ClusterNetwork{
+				Pods:          clusterv1.NetworkRanges{CIDRBlocks: []string{s.Network.PodCIDR}},
+				Services:      clusterv1.NetworkRanges{CIDRBlocks: []string{s.Network.ServiceCIDR}},
+				ServiceDomain: s.Network.DNSDomain,
+			},
+			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: controlplanev1.GroupVersion.Group,
+				Kind:     "KubeadmControlPlane",
+				Name:     ControlPlaneName(r.name),
+			},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: capkv1.GroupVersion.Group,
+				Kind:     "KubevirtCluster",
+				Name:     r.name,
+			},
+		},
+	}
+	if s.Paused {
+		c.Spec.Paused = ptr(true)
+	}
+	return c
+}
+
+func (r renderer) kubevirtCluster() *capkv1.KubevirtCluster {
+	api := r.nc.Spec.APIServer
+	kc := &capkv1.KubevirtCluster{
+		TypeMeta:   typeMeta(capkv1.GroupVersion.WithKind("KubevirtCluster")),
+		ObjectMeta: r.meta(r.name, ""),
+		Spec: capkv1.KubevirtClusterSpec{
+			ControlPlaneServiceTemplate: capkv1.ControlPlaneServiceTemplate{
+				Spec: capkv1.ServiceSpecTemplate{Type: corev1.ServiceType(api.ServiceType)},
+			},
+		},
+	}
+	// A fixed host wins over what CAPK derives from its Service (CAPK's rule).
+	if api.Host != "" {
+		kc.Spec.ControlPlaneEndpoint = capkv1.APIEndpoint{Host: api.Host, Port: 6443}
+	}
+	return kc
+}
+
+func (r renderer) machineTemplate(pool, base string, m knestv1.MachineSpec, gpus, hostDevices []knestv1.DeviceSpec) (*capkv1.KubevirtMachineTemplate, error) {
+	spec := capkv1.KubevirtMachineTemplateSpec{Template: capkv1.KubevirtMachineTemplateResource{Spec: capkv1.KubevirtMachineSpec{
+		VirtualMachineTemplate: vmtemplate.Build(vmtemplate.Input{
+			ClusterName: r.name,
+			Pool:        pool,
+			Machine:     m,
+			Image:       r.image(m),
+			GPUs:        gpus,
+			HostDevices: hostDevices,
+		}),
+		BootstrapCheckSpec: capkv1.VirtualMachineBootstrapCheckSpec{CheckStrategy: r.opts.BootstrapCheck},
+	}}}
+	name, err := hashedName(base, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &capkv1.KubevirtMachineTemplate{
+		TypeMeta:   typeMeta(capkv1.GroupVersion.WithKind("KubevirtMachineTemplate")),
+		ObjectMeta: r.meta(name, pool),
+		Spec:       spec,
+	}, nil
+}
+
+func (r renderer) image(m knestv1.MachineSpec) string {
+	if m.Image != "" {
+		return m.Image
+	}
+	return r.opts.NodeImageRepository + ":" + r.nc.Spec.Version
+}
+
+func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmControlPlane {
+	s := r.nc.Spec
+	sans := append([]string{}, s.APIServer.CertSANs...)
+	if s.APIServer.Host != "" && !slices.Contains(sans, s.APIServer.Host) {
+		sans = append(sans, s.APIServer.Host)
+	}
+	nodeRegistration := bootstrapv1.NodeRegistrationOptions{CRISocket: criSocket}
+	return &controlplanev1.KubeadmControlPlane{
+		TypeMeta:   typeMeta(controlplanev1.GroupVersion.WithKind("KubeadmControlPlane")),
+		ObjectMeta: r.meta(ControlPlaneName(r.name), knestv1.ControlPlanePool),
+		Spec: controlplanev1.KubeadmControlPlaneSpec{
+			Replicas: ptr(s.ControlPlane.Replicas),
+			Version:  s.Version,
+			MachineTemplate: controlplanev1.KubeadmControlPlaneMachineTemplate{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{knestv1.ClusterNameLabel: r.name, knestv1.PoolNameLabel: knestv1.ControlPlanePool}},
+				Spec: controlplanev1.KubeadmControlPlaneMachineTemplateSpec{
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: capkv1.GroupVersion.Group,
+						Kind:     "KubevirtMachineTemplate",
+						Name:     templateName,
+					},
+					Deletion: controlplanev1.KubeadmControlPlaneMachineTemplateDeletionSpec{
+						NodeDrainTimeoutSeconds: s.ControlPlane.NodeDrainTimeoutSeconds,
+					},
+				},
+			},
+			KubeadmConfigSpec: bootstrapv1.KubeadmConfigSpec{
+				ClusterConfiguration: bootstrapv1.ClusterConfiguration{
+					APIServer: bootstrapv1.APIServer{CertSANs: sans},
+				},
+				InitConfiguration: bootstrapv1.InitConfiguration{NodeRegistration: nodeRegistration},
+				JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration},
+			},
+		},
+	}
+}
+
+func (r renderer) pool(p knestv1.WorkerPool) (Pool, error) {
+	name := PoolName(r.name, p.Name)
+	mt, err := r.machineTemplate(p.Name, name, p.MachineSpec, p.GPUs, p.HostDevices)
+	if err != nil {
+		return Pool{}, err
+	}
+	bt, err := r.bootstrapTemplate(name, p)
+	if err != nil {
+		return Pool{}, err
+	}
+	machineLabels := map[string]string{
+		knestv1.ClusterNameLabel:             r.name,
+		knestv1.PoolNameLabel:                p.Name,
+		clusterv1.ClusterNameLabel:           r.name,
+		clusterv1.MachineDeploymentNameLabel: name,
+	}
+	md := &clusterv1.MachineDeployment{
+		TypeMeta:   typeMeta(clusterv1.GroupVersion.WithKind("MachineDeployment")),
+		ObjectMeta: r.meta(name, p.Name),
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: r.name,
+			Replicas:    p.Replicas,
+			Selector:    metav1.LabelSelector{MatchLabels: machineLabels},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: machineLabels},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: r.name,
+					Version:     r.nc.Spec.Version,
+					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: bootstrapv1.GroupVersion.Group,
+						Kind:     "KubeadmConfigTemplate",
+						Name:     bt.Name,
+					}},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: capkv1.GroupVersion.Group,
+						Kind:     "KubevirtMachineTemplate",
+						Name:     mt.Name,
+					},
+					Deletion: clusterv1.MachineDeletionSpec{NodeDrainTimeoutSeconds: p.NodeDrainTimeoutSeconds},
+				},
+			},
+		},
+	}
+	if r.nc.Spec.Paused {
+		md.Spec.Paused = ptr(true)
+	}
+	hc := r.healthCheck(name, p.Name, metav1.LabelSelector{MatchLabels: map[string]string{
+		clusterv1.ClusterNameLabel:           r.name,
+		clusterv1.MachineDeploymentNameLabel: name,
+	}})
+	return Pool{Name: p.Name, MachineTemplate: mt, BootstrapTemplate: bt, MachineDeployment: md, HealthCheck: hc}, nil
+}
+
+func (r renderer) bootstrapTemplate(base string, p knestv1.WorkerPool) (*bootstrapv1.KubeadmConfigTemplate, error) {
+	nodeRegistration := bootstrapv1.NodeRegistrationOptions{CRISocket: criSocket}
+	if len(p.Labels) > 0 {
+		nodeRegistration.KubeletExtraArgs = []bootstrapv1.Arg{{Name: "node-labels", Value: ptr(joinLabels(p.Labels))}}
+	}
+	if len(p.Taints) > 0 {
+		nodeRegistration.Taints = ptr(append([]corev1.Taint{}, p.Taints...))
+	}
+	spec := bootstrapv1.KubeadmConfigTemplateSpec{Template: bootstrapv1.KubeadmConfigTemplateResource{
+		Spec: bootstrapv1.KubeadmConfigSpec{
+			JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration},
+		},
+	}}
+	name, err := hashedName(base, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &bootstrapv1.KubeadmConfigTemplate{
+		TypeMeta:   typeMeta(bootstrapv1.GroupVersion.WithKind("KubeadmConfigTemplate")),
+		ObjectMeta: r.meta(name, p.Name),
+		Spec:       spec,
+	}, nil
+}
+
+// healthCheck replaces a node that never joins or stays NotReady; the timeouts are
+// generous because nested VMs boot slowly, and remediation stops when more than 40%
+// of the group is unhealthy (that is a host problem, not a node problem).
+func (r renderer) healthCheck(name, pool string, selector metav1.LabelSelector) *clusterv1.MachineHealthCheck {
+	notReady := int32(300)
+	return &clusterv1.MachineHealthCheck{
+		TypeMeta:   typeMeta(clusterv1.GroupVersion.WithKind("MachineHealthCheck")),
+		ObjectMeta: r.meta(name, pool),
+		Spec: clusterv1.MachineHealthCheckSpec{
+			ClusterName: r.name,
+			Selector:    selector,
+			Checks: clusterv1.MachineHealthCheckChecks{
+				NodeStartupTimeoutSeconds: ptr(int32(1200)),
+				UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
+					{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: &notReady},
+					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: &notReady},
+				},
+			},
+			Remediation: clusterv1.MachineHealthCheckRemediation{TriggerIf: clusterv1.MachineHealthCheckRemediationTriggerIf{
+				UnhealthyLessThanOrEqualTo: ptr(intstr.FromString("40%")),
+			}},
+		},
+	}
+}
+
+func (r renderer) clusterResourceSet(configMap string) *addonsv1.ClusterResourceSet {
+	return &addonsv1.ClusterResourceSet{
+		TypeMeta:   typeMeta(addonsv1.GroupVersion.WithKind("ClusterResourceSet")),
+		ObjectMeta: r.meta(CNIName(r.name), ""),
+		Spec: addonsv1.ClusterResourceSetSpec{
+			// Select this cluster only: tenants' CNI settings (pod CIDR) differ.
+			ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{knestv1.ClusterNameLabel: r.name}},
+			Resources:       []addonsv1.ResourceRef{{Kind: "ConfigMap", Name: configMap}},
+			Strategy:        string(addonsv1.ClusterResourceSetStrategyApplyOnce),
+		},
+	}
+}
+
+func typeMeta(gvk schema.GroupVersionKind) metav1.TypeMeta {
+	return metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind}
+}
+
+func joinLabels(labels map[string]string) string {
+	parts := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		parts = append(parts, k+"="+labels[k])
+	}
+	return strings.Join(parts, ",")
+}

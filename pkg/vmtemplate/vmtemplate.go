@@ -1,0 +1,172 @@
+// Package vmtemplate builds the KubeVirt VirtualMachine template CAPK stamps out for
+// every node of a pool: virtio disk and NIC, containerDisk or DataVolume root disk,
+// optional direct kernel boot, CPU and memory requested from the host scheduler,
+// external eviction (CAPK drains the node first) and anti-affinity across host nodes.
+package vmtemplate
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
+	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+)
+
+// Names of the root disk inside the VM. CAPK prefixes DataVolume names with the
+// machine name, so the fixed name is unique per VM.
+const (
+	RootDiskName   = "rootdisk"
+	PodNetworkName = "default"
+)
+
+// Input is one pool's (or the control plane's) VM shape, already defaulted.
+type Input struct {
+	ClusterName string
+	Pool        string
+	Machine     knestv1.MachineSpec
+	// Image is the resolved node image reference.
+	Image       string
+	GPUs        []knestv1.DeviceSpec
+	HostDevices []knestv1.DeviceSpec
+}
+
+// Build returns the VirtualMachine template for a KubevirtMachineTemplate.
+func Build(in Input) capkv1.VirtualMachineTemplateSpec {
+	labels := map[string]string{
+		knestv1.ClusterNameLabel: in.ClusterName,
+		knestv1.PoolNameLabel:    in.Pool,
+	}
+	memory := resource.MustParse("4Gi")
+	if in.Machine.Memory != nil {
+		memory = *in.Machine.Memory
+	}
+	cores := uint32(max(in.Machine.CPU, 1))
+
+	spec := kubevirtv1.VirtualMachineInstanceSpec{
+		Domain: kubevirtv1.DomainSpec{
+			CPU:    &kubevirtv1.CPU{Cores: cores},
+			Memory: &kubevirtv1.Memory{Guest: &memory},
+			// Requests make the host scheduler account for the whole VM; without
+			// them KubeVirt requests a fraction of a core per vCPU.
+			Resources: kubevirtv1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU:    *resource.NewQuantity(int64(cores), resource.DecimalSI),
+				corev1.ResourceMemory: memory,
+			}},
+			Devices: kubevirtv1.Devices{
+				Disks: []kubevirtv1.Disk{{
+					Name:       RootDiskName,
+					DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}},
+				}},
+				// Bridge binding gives the guest the pod IP itself: kubeadm advertises it
+				// and etcd peers reach it. Masquerade would give every guest 10.0.2.2.
+				Interfaces: []kubevirtv1.Interface{{
+					Name:                   PodNetworkName,
+					Model:                  "virtio",
+					InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Bridge: &kubevirtv1.InterfaceBridge{}},
+				}},
+				GPUs:        gpus(in.GPUs),
+				HostDevices: hostDevices(in.HostDevices),
+			},
+		},
+		Networks: []kubevirtv1.Network{{
+			Name:          PodNetworkName,
+			NetworkSource: kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}},
+		}},
+		// External: the host's eviction (node maintenance) is handed to CAPK, which
+		// drains the tenant node through Cluster API before the VM goes.
+		EvictionStrategy: ptr(kubevirtv1.EvictionStrategyExternal),
+		Affinity:         spreadAcrossHosts(labels),
+	}
+
+	var dataVolumes []kubevirtv1.DataVolumeTemplateSpec
+	switch in.Machine.RootDisk.Type {
+	case knestv1.RootDiskDataVolume:
+		spec.Volumes = []kubevirtv1.Volume{{
+			Name:         RootDiskName,
+			VolumeSource: kubevirtv1.VolumeSource{DataVolume: &kubevirtv1.DataVolumeSource{Name: RootDiskName}},
+		}}
+		dataVolumes = []kubevirtv1.DataVolumeTemplateSpec{dataVolume(in.Image, in.Machine.RootDisk)}
+	default:
+		spec.Volumes = []kubevirtv1.Volume{{
+			Name:         RootDiskName,
+			VolumeSource: kubevirtv1.VolumeSource{ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: in.Image}},
+		}}
+	}
+
+	if kb := in.Machine.KernelBoot; kb != nil {
+		spec.Domain.Firmware = &kubevirtv1.Firmware{KernelBoot: &kubevirtv1.KernelBoot{
+			KernelArgs: kb.KernelArgs,
+			Container: &kubevirtv1.KernelBootContainer{
+				Image:      kb.Image,
+				KernelPath: kb.KernelPath,
+				InitrdPath: kb.InitrdPath,
+			},
+		}}
+	}
+
+	return capkv1.VirtualMachineTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: kubevirtv1.VirtualMachineSpec{
+			RunStrategy:         ptr(kubevirtv1.RunStrategyAlways),
+			DataVolumeTemplates: dataVolumes,
+			Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       spec,
+			},
+		},
+	}
+}
+
+func dataVolume(image string, disk knestv1.RootDiskSpec) kubevirtv1.DataVolumeTemplateSpec {
+	storage := &cdiv1.StorageSpec{}
+	if disk.Size != nil {
+		storage.Resources.Requests = corev1.ResourceList{corev1.ResourceStorage: *disk.Size}
+	}
+	if disk.StorageClassName != "" {
+		storage.StorageClassName = ptr(disk.StorageClassName)
+	}
+	url := "docker://" + image
+	return kubevirtv1.DataVolumeTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Name: RootDiskName},
+		Spec: cdiv1.DataVolumeSpec{
+			Source:  &cdiv1.DataVolumeSource{Registry: &cdiv1.DataVolumeSourceRegistry{URL: &url}},
+			Storage: storage,
+		},
+	}
+}
+
+// spreadAcrossHosts prefers putting VMs of one pool on different host nodes, so a
+// host failure takes out as few of a pool's nodes (and etcd members) as possible.
+// Preferred, not required: a small host cluster must still be able to place them.
+func spreadAcrossHosts(labels map[string]string) *corev1.Affinity {
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+				TopologyKey:   corev1.LabelHostname,
+			},
+		}},
+	}}
+}
+
+func gpus(in []knestv1.DeviceSpec) []kubevirtv1.GPU {
+	var out []kubevirtv1.GPU
+	for _, d := range in {
+		out = append(out, kubevirtv1.GPU{Name: d.Name, DeviceName: d.DeviceName})
+	}
+	return out
+}
+
+func hostDevices(in []knestv1.DeviceSpec) []kubevirtv1.HostDevice {
+	var out []kubevirtv1.HostDevice
+	for _, d := range in {
+		out = append(out, kubevirtv1.HostDevice{Name: d.Name, DeviceName: d.DeviceName})
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }
