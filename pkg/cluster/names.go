@@ -26,16 +26,16 @@ func KubeconfigSecretName(cluster string) string { return cluster + "-kubeconfig
 // hashedName appends a short content hash, so an immutable template whose content
 // changes gets a new name and the change rolls out as a rolling update.
 func hashedName(base string, content any) (string, error) {
-	h, err := contentHash(content)
+	h, err := ContentHash(content)
 	if err != nil {
 		return "", err
 	}
 	return base + "-" + h[:8], nil
 }
 
-// contentHash is the hex SHA-256 of content's JSON encoding (map keys are sorted by
+// ContentHash is the hex SHA-256 of content's JSON encoding (map keys are sorted by
 // encoding/json, so it is stable).
-func contentHash(content any) (string, error) {
+func ContentHash(content any) (string, error) {
 	raw, err := json.Marshal(content)
 	if err != nil {
 		return "", fmt.Errorf("failed to hash: %w", err)

@@ -1,0 +1,78 @@
+package nestedcluster
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+// appliedHashAnnotation records the hash of what knest last applied to an object.
+// An object whose annotation matches the desired hash is not applied again, so a
+// NestedCluster at rest costs no API writes. The trade-off: an edit by someone else
+// that leaves the annotation alone is not reverted until the spec changes.
+const appliedHashAnnotation = "knest.dev/applied-hash"
+
+// apply server-side applies desired (owned by nc) unless the cached object already
+// carries the same applied hash. It reports whether it wrote.
+func (r *Reconciler) apply(ctx context.Context, nc *knestv1.NestedCluster, desired client.Object) (bool, error) {
+	if err := controllerutil.SetControllerReference(nc, desired, r.Client.Scheme()); err != nil {
+		return false, err
+	}
+	u, err := toApplyConfiguration(desired, r.Client.Scheme())
+	if err != nil {
+		return false, err
+	}
+	hash, err := cluster.ContentHash(u.Object)
+	if err != nil {
+		return false, err
+	}
+
+	current := desired.DeepCopyObject().(client.Object)
+	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), current); {
+	case err == nil:
+		if current.GetAnnotations()[appliedHashAnnotation] == hash {
+			return false, nil
+		}
+	case !apierrors.IsNotFound(err):
+		return false, err
+	}
+
+	annotations := u.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[appliedHashAnnotation] = hash
+	u.SetAnnotations(annotations)
+	if err := r.Client.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return false, fmt.Errorf("failed to apply %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+	return true, nil
+}
+
+// toApplyConfiguration turns a typed object into the unstructured form server-side
+// apply wants: no status (other controllers own it) and no zero creationTimestamp
+// (it would be an owned field).
+func toApplyConfiguration(obj client.Object, scheme *runtime.Scheme) (*unstructured.Unstructured, error) {
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: raw}
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	gvk, err := apiutil.GVKForObject(obj, scheme)
+	if err != nil {
+		return nil, err
+	}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}

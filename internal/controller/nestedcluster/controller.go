@@ -1,0 +1,124 @@
+// Package nestedcluster is the NestedCluster controller: it renders each
+// NestedCluster into Cluster API objects (pkg/cluster), applies them, removes what
+// the spec no longer asks for, and summarizes Cluster API's progress back into the
+// NestedCluster's status.
+package nestedcluster
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/record"
+	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/finalizers"
+	"sigs.k8s.io/cluster-api/util/patch"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+// FieldOwner is the server-side apply field manager of everything knest writes.
+const FieldOwner = "knest"
+
+// Reconciler reconciles NestedClusters.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads uncached; used only to find out whether an old template is
+	// still in use, which needs objects the controller does not otherwise watch.
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	// Render holds controller-wide rendering settings (node image repository,
+	// CAPK bootstrap check).
+	Render cluster.Options
+}
+
+// SetupWithManager registers the controller. It watches every kind it creates, so
+// Cluster API's progress (status of the control plane and deployments) and any
+// deletion of an owned object bring the NestedCluster back to reconcile.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&knestv1.NestedCluster{}).
+		Owns(&clusterv1.Cluster{}).
+		Owns(&capkv1.KubevirtCluster{}).
+		Owns(&capkv1.KubevirtMachineTemplate{}).
+		Owns(&controlplanev1.KubeadmControlPlane{}).
+		Owns(&bootstrapv1.KubeadmConfigTemplate{}).
+		Owns(&clusterv1.MachineDeployment{}).
+		Owns(&clusterv1.MachineHealthCheck{}).
+		Owns(&addonsv1.ClusterResourceSet{}).
+		Owns(&corev1.ConfigMap{}).
+		WithOptions(options).
+		Complete(r)
+}
+
+// scope is what one reconcile read and decided.
+type scope struct {
+	nc *knestv1.NestedCluster
+	// graph is the desired Cluster API objects; nil on the delete path.
+	graph *cluster.Graph
+	// observed Cluster API objects; nil when absent.
+	cluster      *clusterv1.Cluster
+	controlPlane *controlplanev1.KubeadmControlPlane
+	pools        map[string]*clusterv1.MachineDeployment
+	// applyErr is the first failure to bring the graph in line with the spec.
+	applyErr error
+}
+
+// Reconcile brings one NestedCluster's Cluster API graph in line with its spec.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	nc := &knestv1.NestedCluster{}
+	if err := r.Client.Get(ctx, req.NamespacedName, nc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+
+	// Persist the finalizer before creating anything, so nothing can be left behind.
+	if nc.DeletionTimestamp.IsZero() {
+		if added, err := finalizers.EnsureFinalizer(ctx, r.Client, nc, knestv1.Finalizer); err != nil || added {
+			return ctrl.Result{}, err
+		}
+	}
+
+	helper, err := patch.NewHelper(nc, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	s := &scope{nc: nc}
+	previous := nc.Status.Phase
+	defer func() {
+		summarize(nc, s)
+		r.recordPhase(nc, previous)
+		opts := []patch.Option{patch.WithOwnedConditions{Conditions: ownedConditions}}
+		if reterr == nil && s.applyErr == nil {
+			opts = append(opts, patch.WithStatusObservedGeneration{})
+		}
+		if err := helper.Patch(ctx, nc, opts...); err != nil && !(apierrors.IsNotFound(err) && !nc.DeletionTimestamp.IsZero()) {
+			reterr = kerrors.NewAggregate([]error{reterr, fmt.Errorf("failed to patch NestedCluster status: %w", err)})
+		}
+	}()
+
+	if !nc.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, r.reconcileDelete(ctx, s)
+	}
+	return ctrl.Result{}, r.reconcileNormal(ctx, s)
+}
+
+func (r *Reconciler) recordPhase(nc *knestv1.NestedCluster, previous knestv1.Phase) {
+	if nc.Status.Phase == previous || r.Recorder == nil {
+		return
+	}
+	eventType := corev1.EventTypeNormal
+	if nc.Status.Phase == knestv1.PhaseFailed {
+		eventType = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(nc, eventType, string(nc.Status.Phase), "Phase %s: %s", nc.Status.Phase, readyMessage(nc))
+}

@@ -1,0 +1,216 @@
+package nestedcluster
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+// reconcileNormal renders the graph, applies it, prunes what the spec no longer
+// asks for and reads back what Cluster API reports.
+func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
+	log := ctrl.LoggerFrom(ctx)
+	graph, err := cluster.Render(s.nc, r.Render)
+	if err != nil {
+		s.applyErr = err
+		return err
+	}
+	s.graph = graph
+
+	objs := graph.Objects()
+	if s.nc.Spec.Paused {
+		// Only propagate the pause itself; leave everything else as it is.
+		objs = objs[:1]
+	}
+	for _, obj := range objs {
+		wrote, err := r.apply(ctx, s.nc, obj)
+		if err != nil {
+			s.applyErr = err
+			return err
+		}
+		if wrote {
+			log.V(1).Info("Applied", "kind", obj.GetObjectKind().GroupVersionKind().Kind, "name", obj.GetName())
+		}
+	}
+	if !s.nc.Spec.Paused {
+		if err := r.prune(ctx, s); err != nil {
+			s.applyErr = err
+			return err
+		}
+	}
+	return r.observe(ctx, s)
+}
+
+// observe reads the Cluster API objects whose status the NestedCluster summarizes.
+func (r *Reconciler) observe(ctx context.Context, s *scope) error {
+	ns := s.nc.Namespace
+	s.cluster = &clusterv1.Cluster{}
+	if err := r.get(ctx, ns, s.graph.Cluster.Name, s.cluster); err != nil {
+		return err
+	}
+	s.controlPlane = &controlplanev1.KubeadmControlPlane{}
+	if err := r.get(ctx, ns, s.graph.ControlPlane.Name, s.controlPlane); err != nil {
+		return err
+	}
+	s.pools = map[string]*clusterv1.MachineDeployment{}
+	for _, p := range s.graph.Pools {
+		md := &clusterv1.MachineDeployment{}
+		if err := r.get(ctx, ns, p.MachineDeployment.Name, md); err != nil {
+			return err
+		}
+		s.pools[p.Name] = md
+	}
+	return nil
+}
+
+// get reads from the cache; an object the cache has not seen yet reads as empty.
+func (r *Reconciler) get(ctx context.Context, ns, name string, obj client.Object) error {
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("failed to read %s: %w", name, err)
+	}
+	return nil
+}
+
+// prune deletes objects knest created for this NestedCluster that the spec no
+// longer asks for: removed pools, and templates replaced by a rollout once no
+// Cluster API object uses them anymore.
+func (r *Reconciler) prune(ctx context.Context, s *scope) error {
+	desired := sets.New[string]()
+	for _, obj := range s.graph.Objects() {
+		desired.Insert(kindKey(obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName()))
+	}
+	var stale, staleTemplates []client.Object
+	for _, k := range []struct {
+		kind     string
+		list     client.ObjectList
+		template bool
+	}{
+		{"MachineDeployment", &clusterv1.MachineDeploymentList{}, false},
+		{"MachineHealthCheck", &clusterv1.MachineHealthCheckList{}, false},
+		{"ClusterResourceSet", &addonsv1.ClusterResourceSetList{}, false},
+		{"ConfigMap", &corev1.ConfigMapList{}, false},
+		{"KubevirtMachineTemplate", &capkv1.KubevirtMachineTemplateList{}, true},
+		{"KubeadmConfigTemplate", &bootstrapv1.KubeadmConfigTemplateList{}, true},
+	} {
+		objs, err := r.owned(ctx, s.nc, k.list)
+		if err != nil {
+			return err
+		}
+		for _, obj := range objs {
+			switch {
+			case desired.Has(kindKey(k.kind, obj.GetName())):
+			case k.template:
+				staleTemplates = append(staleTemplates, obj)
+			default:
+				stale = append(stale, obj)
+			}
+		}
+	}
+	if len(staleTemplates) > 0 {
+		inUse, err := r.templatesInUse(ctx, s.nc)
+		if err != nil {
+			return err
+		}
+		for _, t := range staleTemplates {
+			if !inUse.Has(t.GetName()) {
+				stale = append(stale, t)
+			}
+		}
+	}
+	for _, obj := range stale {
+		if err := r.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to delete %T %s: %w", obj, obj.GetName(), err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleted object the spec no longer asks for", "type", fmt.Sprintf("%T", obj), "object", klog.KObj(obj))
+	}
+	return nil
+}
+
+// owned lists the objects of one kind that nc controls.
+func (r *Reconciler) owned(ctx context.Context, nc *knestv1.NestedCluster, list client.ObjectList) ([]client.Object, error) {
+	if err := r.Client.List(ctx, list, client.InNamespace(nc.Namespace), client.MatchingLabels{knestv1.ClusterNameLabel: nc.Name}); err != nil {
+		return nil, fmt.Errorf("failed to list owned objects: %w", err)
+	}
+	var out []client.Object
+	err := metaEachListItem(list, func(obj client.Object) {
+		if metav1.IsControlledBy(obj, nc) {
+			out = append(out, obj)
+		}
+	})
+	return out, err
+}
+
+// templatesInUse names the templates a MachineSet references or a machine was
+// cloned from. These are read uncached: knest does not otherwise need to watch
+// every MachineSet and machine on the host.
+func (r *Reconciler) templatesInUse(ctx context.Context, nc *knestv1.NestedCluster) (sets.Set[string], error) {
+	inUse := sets.New[string]()
+	opts := []client.ListOption{client.InNamespace(nc.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: nc.Name}}
+
+	machineSets := &clusterv1.MachineSetList{}
+	if err := r.APIReader.List(ctx, machineSets, opts...); err != nil {
+		return nil, fmt.Errorf("failed to list MachineSets: %w", err)
+	}
+	for _, ms := range machineSets.Items {
+		inUse.Insert(ms.Spec.Template.Spec.InfrastructureRef.Name, ms.Spec.Template.Spec.Bootstrap.ConfigRef.Name)
+	}
+	for _, list := range []client.ObjectList{&capkv1.KubevirtMachineList{}, &bootstrapv1.KubeadmConfigList{}} {
+		if err := r.APIReader.List(ctx, list, opts...); err != nil {
+			return nil, fmt.Errorf("failed to list machines: %w", err)
+		}
+		if err := metaEachListItem(list, func(obj client.Object) {
+			if from := obj.GetAnnotations()[clusterv1.TemplateClonedFromNameAnnotation]; from != "" {
+				inUse.Insert(from)
+			}
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return inUse, nil
+}
+
+// reconcileDelete deletes the Cluster API Cluster, which makes Cluster API drain
+// and delete every machine and VM, and releases the NestedCluster only once the
+// Cluster is gone. Everything else knest created is owned by the NestedCluster and
+// garbage-collected after it.
+func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
+	c := &clusterv1.Cluster{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.nc.Namespace, Name: s.nc.Name}, c)
+	switch {
+	case apierrors.IsNotFound(err):
+		controllerutil.RemoveFinalizer(s.nc, knestv1.Finalizer)
+		return nil
+	case err != nil:
+		return fmt.Errorf("failed to read Cluster: %w", err)
+	}
+	s.cluster = c
+	if !metav1.IsControlledBy(c, s.nc) {
+		// Not ours (a Cluster of the same name that knest never took over): leave it.
+		controllerutil.RemoveFinalizer(s.nc, knestv1.Finalizer)
+		return nil
+	}
+	if c.DeletionTimestamp.IsZero() {
+		if err := r.Client.Delete(ctx, c); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to delete Cluster %s: %w", c.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleting Cluster", "cluster", klog.KObj(c))
+	}
+	// The watch on the Cluster brings us back when it is gone.
+	return nil
+}

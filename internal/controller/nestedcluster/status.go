@@ -1,0 +1,185 @@
+package nestedcluster
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+// ownedConditions are the condition types this controller writes; the patch helper
+// resolves conflicts on them in our favour.
+var ownedConditions = []string{
+	knestv1.ReadyCondition,
+	knestv1.TopologyReconciledCondition,
+	knestv1.InfrastructureReadyCondition,
+	knestv1.ControlPlaneReadyCondition,
+	knestv1.WorkersReadyCondition,
+}
+
+// summarize computes the NestedCluster's status from what one reconcile observed.
+func summarize(nc *knestv1.NestedCluster, s *scope) {
+	st := &nc.Status
+	kcp := s.controlPlane
+	initialized := kcp != nil && ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false)
+
+	st.ControlPlane = knestv1.ReplicaStatus{Desired: nc.Spec.ControlPlane.Replicas}
+	if kcp != nil {
+		st.ControlPlane.Ready = ptr.Deref(kcp.Status.ReadyReplicas, 0)
+		st.Version = kcp.Status.Version
+	}
+	st.Workers = nil
+	var workers knestv1.ReplicaStatus
+	for _, p := range nc.Spec.Workers {
+		ps := knestv1.PoolStatus{Name: p.Name, ReplicaStatus: knestv1.ReplicaStatus{Desired: ptr.Deref(p.Replicas, 0)}}
+		if md := s.pools[p.Name]; md != nil {
+			ps.Ready = ptr.Deref(md.Status.ReadyReplicas, 0)
+		}
+		workers.Desired += ps.Desired
+		workers.Ready += ps.Ready
+		st.Workers = append(st.Workers, ps)
+	}
+	st.ControlPlaneReady = fmt.Sprintf("%d/%d", st.ControlPlane.Ready, st.ControlPlane.Desired)
+	st.WorkersReady = fmt.Sprintf("%d/%d", workers.Ready, workers.Desired)
+	st.Endpoint = endpoint(s.cluster)
+	if initialized {
+		st.KubeconfigSecretName = cluster.KubeconfigSecretName(nc.Name)
+	}
+
+	setTopologyReconciledCondition(nc, s)
+	setInfrastructureReadyCondition(nc, s.cluster)
+	setControlPlaneReadyCondition(nc, kcp)
+	setWorkersReadyCondition(nc)
+	setReadyCondition(nc)
+	st.Phase = phase(nc, s, initialized)
+}
+
+func endpoint(c *clusterv1.Cluster) string {
+	if c == nil || !c.Spec.ControlPlaneEndpoint.IsValid() {
+		return ""
+	}
+	ep := c.Spec.ControlPlaneEndpoint
+	return "https://" + net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
+}
+
+func setTopologyReconciledCondition(nc *knestv1.NestedCluster, s *scope) {
+	c := metav1.Condition{Type: knestv1.TopologyReconciledCondition, Status: metav1.ConditionTrue, Reason: knestv1.ReconciledReason}
+	switch {
+	case !nc.DeletionTimestamp.IsZero():
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.DeletingReason, "The cluster is being deleted"
+	case s.applyErr != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.ApplyFailedReason, s.applyErr.Error()
+	case nc.Spec.Paused:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.PausedReason, "spec.paused is true: knest and Cluster API leave the cluster as it is"
+	}
+	conditions.Set(nc, c)
+}
+
+func setInfrastructureReadyCondition(nc *knestv1.NestedCluster, c *clusterv1.Cluster) {
+	cond := metav1.Condition{Type: knestv1.InfrastructureReadyCondition, Status: metav1.ConditionFalse, Reason: knestv1.WaitingForInfraReason,
+		Message: "Waiting for the KubevirtCluster and the API server Service on the host"}
+	if c != nil && ptr.Deref(c.Status.Initialization.InfrastructureProvisioned, false) {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, knestv1.ReadyReason, ""
+	}
+	conditions.Set(nc, cond)
+}
+
+func setControlPlaneReadyCondition(nc *knestv1.NestedCluster, kcp *controlplanev1.KubeadmControlPlane) {
+	cp := nc.Status.ControlPlane
+	cond := metav1.Condition{Type: knestv1.ControlPlaneReadyCondition, Status: metav1.ConditionTrue, Reason: knestv1.ReadyReason}
+	switch {
+	case kcp == nil || !ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false):
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.WaitingForControlPlaneReason
+		cond.Message = fmt.Sprintf("Waiting for the first control-plane node to run kubeadm init (%d/%d ready)", cp.Ready, cp.Desired)
+	case kcp.Status.Version != "" && kcp.Status.Version != nc.Spec.Version:
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.RollingOutReason
+		cond.Message = fmt.Sprintf("Upgrading the control plane from %s to %s", kcp.Status.Version, nc.Spec.Version)
+	case cp.Ready < cp.Desired:
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.ScalingUpReason
+		cond.Message = fmt.Sprintf("%d of %d control-plane nodes ready", cp.Ready, cp.Desired)
+	case ptr.Deref(kcp.Status.Replicas, 0) > cp.Desired:
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.ScalingDownReason
+		cond.Message = fmt.Sprintf("Removing control-plane nodes: %d exist, %d desired", ptr.Deref(kcp.Status.Replicas, 0), cp.Desired)
+	}
+	conditions.Set(nc, cond)
+}
+
+func setWorkersReadyCondition(nc *knestv1.NestedCluster) {
+	cond := metav1.Condition{Type: knestv1.WorkersReadyCondition, Status: metav1.ConditionTrue, Reason: knestv1.ReadyReason}
+	var waiting []string
+	for _, p := range nc.Status.Workers {
+		if p.Ready < p.Desired {
+			waiting = append(waiting, fmt.Sprintf("%s %d/%d", p.Name, p.Ready, p.Desired))
+		}
+	}
+	if len(waiting) > 0 {
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.NodesNotReadyReason
+		cond.Message = "Worker pools not ready: " + strings.Join(waiting, ", ")
+	}
+	conditions.Set(nc, cond)
+}
+
+// setReadyCondition is the summary: the first condition that is not True decides.
+func setReadyCondition(nc *knestv1.NestedCluster) {
+	cond := metav1.Condition{Type: knestv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: knestv1.ReadyReason, Message: "The tenant cluster is ready"}
+	for _, t := range []string{
+		knestv1.TopologyReconciledCondition,
+		knestv1.InfrastructureReadyCondition,
+		knestv1.ControlPlaneReadyCondition,
+		knestv1.WorkersReadyCondition,
+	} {
+		if c := conditions.Get(nc, t); c != nil && c.Status != metav1.ConditionTrue {
+			cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, c.Reason, c.Message
+			break
+		}
+	}
+	conditions.Set(nc, cond)
+}
+
+// phase picks the one-word summary. Provisioning lasts until the cluster was
+// ready once; later shortfalls are Scaling, version or template rollouts Upgrading.
+func phase(nc *knestv1.NestedCluster, s *scope, initialized bool) knestv1.Phase {
+	switch {
+	case !nc.DeletionTimestamp.IsZero():
+		return knestv1.PhaseDeleting
+	case s.applyErr != nil && (apierrors.IsInvalid(s.applyErr) || s.graph == nil):
+		// The API server refused what knest rendered: retrying will not help.
+		return knestv1.PhaseFailed
+	case nc.Spec.Paused:
+		return knestv1.PhasePaused
+	case !initialized:
+		return knestv1.PhaseProvisioning
+	case conditions.IsTrue(nc, knestv1.ReadyCondition):
+		return knestv1.PhaseRunning
+	case conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition) == knestv1.RollingOutReason || rollingOut(s):
+		return knestv1.PhaseUpgrading
+	case nc.Status.Phase == knestv1.PhaseProvisioning || nc.Status.Phase == "":
+		return knestv1.PhaseProvisioning
+	default:
+		return knestv1.PhaseScaling
+	}
+}
+
+// rollingOut is true while a MachineDeployment replaces machines with a new template.
+func rollingOut(s *scope) bool {
+	for _, md := range s.pools {
+		if md.Status.UpToDateReplicas != nil && ptr.Deref(md.Status.UpToDateReplicas, 0) < ptr.Deref(md.Spec.Replicas, 0) {
+			return true
+		}
+	}
+	return false
+}
+
+func readyMessage(nc *knestv1.NestedCluster) string {
+	return conditions.GetMessage(nc, knestv1.ReadyCondition)
+}

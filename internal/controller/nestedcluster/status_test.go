@@ -1,0 +1,160 @@
+package nestedcluster
+
+import (
+	"errors"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+func TestSummarize(t *testing.T) {
+	kcp := func(initialized bool, ready, replicas int32, version string) *controlplanev1.KubeadmControlPlane {
+		k := &controlplanev1.KubeadmControlPlane{}
+		k.Status.Initialization.ControlPlaneInitialized = ptr.To(initialized)
+		k.Status.ReadyReplicas = ptr.To(ready)
+		k.Status.Replicas = ptr.To(replicas)
+		k.Status.Version = version
+		return k
+	}
+	md := func(replicas, ready, upToDate int32) *clusterv1.MachineDeployment {
+		m := &clusterv1.MachineDeployment{}
+		m.Spec.Replicas = ptr.To(replicas)
+		m.Status.ReadyReplicas = ptr.To(ready)
+		m.Status.UpToDateReplicas = ptr.To(upToDate)
+		return m
+	}
+	infra := &clusterv1.Cluster{}
+	infra.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+	infra.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "10.96.0.10", Port: 6443}
+	invalid := apierrors.NewInvalid(schema.GroupKind{Kind: "MachineDeployment"}, "x", field.ErrorList{field.Invalid(field.NewPath("spec"), "", "bad")})
+
+	tests := []struct {
+		name          string
+		previous      knestv1.Phase
+		deleting      bool
+		paused        bool
+		scope         scope
+		wantPhase     knestv1.Phase
+		wantReady     metav1.ConditionStatus
+		wantReason    string
+		wantCP        string
+		wantWorkers   string
+		wantEndpoint  string
+		wantKubconfig bool
+	}{
+		{
+			name: "nothing observed yet", scope: scope{},
+			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: knestv1.WaitingForInfraReason,
+			wantCP: "0/1", wantWorkers: "0/2",
+		},
+		{
+			name:      "infrastructure ready, control plane not initialized",
+			scope:     scope{cluster: infra, controlPlane: kcp(false, 0, 1, "")},
+			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: knestv1.WaitingForControlPlaneReason,
+			wantCP: "0/1", wantWorkers: "0/2", wantEndpoint: "https://10.96.0.10:6443",
+		},
+		{
+			name:      "initialized, workers joining",
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: map[string]*clusterv1.MachineDeployment{"workers": md(2, 1, 2)}},
+			previous:  knestv1.PhaseProvisioning,
+			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: knestv1.NodesNotReadyReason,
+			wantCP: "1/1", wantWorkers: "1/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name:      "all ready",
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: map[string]*clusterv1.MachineDeployment{"workers": md(2, 2, 2)}},
+			previous:  knestv1.PhaseProvisioning,
+			wantPhase: knestv1.PhaseRunning, wantReady: metav1.ConditionTrue, wantReason: knestv1.ReadyReason,
+			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name:      "was running, a pool grows",
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: map[string]*clusterv1.MachineDeployment{"workers": md(2, 1, 2)}},
+			previous:  knestv1.PhaseRunning,
+			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.NodesNotReadyReason,
+			wantCP: "1/1", wantWorkers: "1/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name:      "control plane on an older version",
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, "v1.33.1"), pools: map[string]*clusterv1.MachineDeployment{"workers": md(2, 2, 2)}},
+			previous:  knestv1.PhaseRunning,
+			wantPhase: knestv1.PhaseUpgrading, wantReady: metav1.ConditionFalse, wantReason: knestv1.RollingOutReason,
+			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name:      "pool rolling to a new template",
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: map[string]*clusterv1.MachineDeployment{"workers": md(2, 1, 1)}},
+			previous:  knestv1.PhaseRunning,
+			wantPhase: knestv1.PhaseUpgrading, wantReady: metav1.ConditionFalse, wantReason: knestv1.NodesNotReadyReason,
+			wantCP: "1/1", wantWorkers: "1/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name:      "the API server refused a rendered object",
+			scope:     scope{graph: &cluster.Graph{}, applyErr: invalid},
+			wantPhase: knestv1.PhaseFailed, wantReady: metav1.ConditionFalse, wantReason: knestv1.ApplyFailedReason,
+			wantCP: "0/1", wantWorkers: "0/2",
+		},
+		{
+			name:      "a transient apply error is not a failure",
+			scope:     scope{graph: &cluster.Graph{}, applyErr: errors.New("connection refused")},
+			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: knestv1.ApplyFailedReason,
+			wantCP: "0/1", wantWorkers: "0/2",
+		},
+		{
+			name: "paused", paused: true, scope: scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion)},
+			wantPhase: knestv1.PhasePaused, wantReady: metav1.ConditionFalse, wantReason: knestv1.PausedReason,
+			wantCP: "1/1", wantWorkers: "0/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name: "deleting", deleting: true, scope: scope{cluster: infra},
+			wantPhase: knestv1.PhaseDeleting, wantReady: metav1.ConditionFalse, wantReason: knestv1.DeletingReason,
+			wantCP: "0/1", wantWorkers: "0/2", wantEndpoint: "https://10.96.0.10:6443",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+			nc.Spec.Workers = []knestv1.WorkerPool{{Name: "workers", Replicas: ptr.To(int32(2))}}
+			nc.Spec.Paused = tt.paused
+			cluster.Default(nc)
+			nc.Status.Phase = tt.previous
+			if tt.deleting {
+				nc.DeletionTimestamp = ptr.To(metav1.Now())
+			}
+			s := tt.scope
+			summarize(nc, &s)
+
+			g.Expect(nc.Status.Phase).To(Equal(tt.wantPhase))
+			ready := conditions.Get(nc, knestv1.ReadyCondition)
+			g.Expect(ready.Status).To(Equal(tt.wantReady))
+			g.Expect(ready.Reason).To(Equal(tt.wantReason))
+			g.Expect(ready.Message).NotTo(BeEmpty())
+			g.Expect(nc.Status.ControlPlaneReady).To(Equal(tt.wantCP))
+			g.Expect(nc.Status.WorkersReady).To(Equal(tt.wantWorkers))
+			g.Expect(nc.Status.Endpoint).To(Equal(tt.wantEndpoint))
+			g.Expect(nc.Status.KubeconfigSecretName != "").To(Equal(tt.wantKubconfig))
+		})
+	}
+}
+
+func TestSummarizeKeepsTransitionTimes(t *testing.T) {
+	g := NewWithT(t)
+	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+	cluster.Default(nc)
+	summarize(nc, &scope{})
+	before := nc.Status.DeepCopy()
+	summarize(nc, &scope{})
+	g.Expect(nc.Status).To(Equal(*before), "an unchanged world must produce an identical status (no writes at rest)")
+}

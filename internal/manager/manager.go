@@ -1,0 +1,112 @@
+// Package manager builds the controller-runtime manager that runs knest's
+// controllers: one scheme, one cache configuration, used by `knest controller`,
+// the integration tests and the benchmark alike.
+package manager
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/controller/nestedcluster"
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+// NewScheme returns a scheme with every API group knest reads or writes.
+func NewScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		knestv1.AddToScheme,
+		clusterv1.AddToScheme,
+		bootstrapv1.AddToScheme,
+		controlplanev1.AddToScheme,
+		addonsv1.AddToScheme,
+		capkv1.AddToScheme,
+		kubevirtv1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Options configure the manager.
+type Options struct {
+	Render cluster.Options
+	// Concurrency is the number of NestedClusters reconciled in parallel.
+	Concurrency int
+	// MetricsAddr and HealthAddr are listen addresses; "0" or "" disables them.
+	MetricsAddr string
+	HealthAddr  string
+	// LeaderElection lets several replicas run with one active.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+}
+
+// New returns a manager with the NestedCluster controller registered.
+func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	scheme, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	// ConfigMaps are everywhere on a host; cache only the ones knest made.
+	ownedByKnest, err := labels.NewRequirement(knestv1.ClusterNameLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MetricsAddr == "" {
+		opts.MetricsAddr = "0"
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:  opts.HealthAddr,
+		LeaderElection:          opts.LeaderElection,
+		LeaderElectionID:        "knest-controller.knest.dev",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.ConfigMap{}: {Label: labels.NewSelector().Add(*ownedByKnest)},
+		}},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create the controller manager: %w", err)
+	}
+	r := &nestedcluster.Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorderFor("knest"),
+		Render:    opts.Render,
+	}
+	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: max(opts.Concurrency, 1)}); err != nil {
+		return nil, fmt.Errorf("failed to set up the NestedCluster controller: %w", err)
+	}
+	if opts.HealthAddr != "" && opts.HealthAddr != "0" {
+		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}

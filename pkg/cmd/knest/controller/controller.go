@@ -1,0 +1,75 @@
+// Package controller is `knest controller`: it runs the NestedCluster controller
+// against the host cluster.
+package controller
+
+import (
+	"fmt"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/knest-dev/knest/internal/manager"
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+type flags struct {
+	manager.Options
+}
+
+// NewCommand returns the controller command. It reads the host cluster's
+// kubeconfig from the global --kubeconfig/--context flags, or runs in-cluster.
+func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.Command {
+	f := &flags{}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the NestedCluster controller against the host cluster",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runE(cmd, logger, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.Render.NodeImageRepository, "node-image-repository", "knest/node", "Repository of node images for pools that name none; the tag is the Kubernetes version")
+	fl.StringVar(&f.Render.BootstrapCheck, "bootstrap-check", cluster.BootstrapCheckSSH, "CAPK bootstrap check: ssh (CAPK logs into the VM to confirm kubeadm finished) or none")
+	fl.IntVar(&f.Concurrency, "concurrency", 10, "NestedClusters reconciled in parallel")
+	fl.StringVar(&f.MetricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it")
+	fl.StringVar(&f.HealthAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them")
+	fl.BoolVar(&f.LeaderElection, "leader-elect", false, "Elect a leader so several replicas can run with one active")
+	fl.StringVar(&f.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace)")
+	return cmd
+}
+
+func runE(cmd *cobra.Command, logger logr.Logger, f *flags) error {
+	if f.Render.BootstrapCheck != cluster.BootstrapCheckSSH && f.Render.BootstrapCheck != cluster.BootstrapCheckNone {
+		return fmt.Errorf("--bootstrap-check must be ssh or none, not %q", f.Render.BootstrapCheck)
+	}
+	cfg, err := restConfig(cmd)
+	if err != nil {
+		return fmt.Errorf("failed to load the host cluster's kubeconfig: %w", err)
+	}
+	ctrl.SetLogger(logger)
+	mgr, err := manager.New(cfg, f.Options)
+	if err != nil {
+		return err
+	}
+	logger.Info("Starting the NestedCluster controller", "host", cfg.Host)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// restConfig honours the root command's kubectl-style flags when present.
+func restConfig(cmd *cobra.Command) (*rest.Config, error) {
+	cf := genericclioptions.NewConfigFlags(false)
+	if fl := cmd.Flags().Lookup("kubeconfig"); fl != nil && fl.Value.String() != "" {
+		v := fl.Value.String()
+		cf.KubeConfig = &v
+	}
+	if fl := cmd.Flags().Lookup("context"); fl != nil && fl.Value.String() != "" {
+		v := fl.Value.String()
+		cf.Context = &v
+	}
+	return cf.ToRESTConfig()
+}
