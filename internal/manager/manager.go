@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
@@ -97,7 +98,12 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Recorder:  mgr.GetEventRecorderFor("knest"),
 		Render:    opts.Render,
 	}
-	if err := r.SetupWithManager(mgr, controller.Options{MaxConcurrentReconciles: max(opts.Concurrency, 1)}); err != nil {
+	if err := r.SetupWithManager(mgr, controller.Options{
+		MaxConcurrentReconciles: max(opts.Concurrency, 1),
+		// Tests and the benchmark build several managers in one process, one after
+		// another; controller-runtime would otherwise refuse the second.
+		SkipNameValidation: ptr.To(true),
+	}); err != nil {
 		return nil, fmt.Errorf("failed to set up the NestedCluster controller: %w", err)
 	}
 	if opts.HealthAddr != "" && opts.HealthAddr != "0" {

@@ -1,0 +1,355 @@
+package nestedcluster_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
+	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+// waitForGraph waits until every object the NestedCluster's current spec renders to
+// exists, controlled by the NestedCluster, and returns the rendered graph.
+func waitForGraph(g Gomega, nc *knestv1.NestedCluster) *cluster.Graph {
+	var graph *cluster.Graph
+	g.Eventually(func(g Gomega) {
+		current := nc.DeepCopy()
+		get(g, current)
+		var err error
+		graph, err = cluster.Render(current, cluster.Options{})
+		g.Expect(err).NotTo(HaveOccurred())
+		for _, want := range graph.Objects() {
+			got := want.DeepCopyObject().(client.Object)
+			g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(want), got)).To(Succeed(), "%T %s", want, want.GetName())
+			g.Expect(metav1.IsControlledBy(got, current)).To(BeTrue(), "%T %s is not controlled by the NestedCluster", want, want.GetName())
+		}
+	}, timeout, interval).Should(Succeed())
+	return graph
+}
+
+func update(g Gomega, nc *knestv1.NestedCluster, mutate func(*knestv1.NestedCluster)) {
+	g.Eventually(func() error {
+		get(g, nc)
+		mutate(nc)
+		return env.Client.Update(context.Background(), nc)
+	}, timeout, interval).Should(Succeed())
+}
+
+func TestCreateAppliesAGraphTheRealSchemasAccept(t *testing.T) {
+	g := NewWithT(t)
+	startController(t)
+	nc := newCluster(namespace(t, g), "demo")
+	nc.Spec.ControlPlane.KernelBoot = &knestv1.KernelBootSpec{Image: "knest/node-kernel:v1.34.3", KernelArgs: "console=ttyS0"}
+	nc.Spec.APIServer = knestv1.APIServerSpec{ServiceType: knestv1.ServiceTypeLoadBalancer, CertSANs: []string{"api.tenant.example"}}
+	nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{
+		Name:     "gpu",
+		Replicas: ptr.To(int32(0)),
+		MachineSpec: knestv1.MachineSpec{RootDisk: knestv1.RootDiskSpec{
+			Type: knestv1.RootDiskDataVolume, Size: ptr.To(resource.MustParse("30Gi")),
+		}},
+		Labels:      map[string]string{"accelerator": "a10"},
+		Taints:      []corev1.Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}},
+		GPUs:        []knestv1.DeviceSpec{{Name: "gpu0", DeviceName: "nvidia.com/GA102GL_A10"}},
+		HostDevices: []knestv1.DeviceSpec{{Name: "nic0", DeviceName: "intel.com/e810"}},
+	})
+	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
+
+	graph := waitForGraph(g, nc)
+	g.Expect(graph.Objects()).To(HaveLen(15))
+
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(controllerutil.ContainsFinalizer(nc, knestv1.Finalizer)).To(BeTrue())
+		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseProvisioning))
+		g.Expect(nc.Status.ControlPlaneReady).To(Equal("0/1"))
+		g.Expect(nc.Status.WorkersReady).To(Equal("0/1"))
+		g.Expect(conditions.IsTrue(nc, knestv1.TopologyReconciledCondition)).To(BeTrue())
+		g.Expect(conditions.GetReason(nc, knestv1.ReadyCondition)).To(Equal(knestv1.WaitingForInfraReason))
+	}, timeout, interval).Should(Succeed())
+}
+
+func TestScaleChangesPropagate(t *testing.T) {
+	g := NewWithT(t)
+	startController(t)
+	nc := newCluster(namespace(t, g), "scale")
+	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
+	graph := waitForGraph(g, nc)
+
+	update(g, nc, func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Replicas = 3
+		nc.Spec.Workers[0].Replicas = ptr.To(int32(4))
+	})
+	kcp := graph.ControlPlane.DeepCopy()
+	md := graph.Pools[0].MachineDeployment.DeepCopy()
+	g.Eventually(func(g Gomega) {
+		get(g, kcp)
+		get(g, md)
+		g.Expect(*kcp.Spec.Replicas).To(BeEquivalentTo(3))
+		g.Expect(*md.Spec.Replicas).To(BeEquivalentTo(4))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(md.Spec.Template.Spec.InfrastructureRef.Name).To(Equal(graph.Pools[0].MachineTemplate.Name), "scaling must not roll the pool")
+
+	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Replicas = ptr.To(int32(0)) })
+	g.Eventually(func(g Gomega) {
+		get(g, md)
+		g.Expect(*md.Spec.Replicas).To(BeZero())
+	}, timeout, interval).Should(Succeed())
+}
+
+func TestSpecChangeRollsTemplatesAndPrunesUnusedOnes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startController(t)
+	nc := newCluster(namespace(t, g), "roll")
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+	first := waitForGraph(g, nc).Pools[0]
+
+	// A MachineSet still uses the first template, as Cluster API's would during a rollout.
+	ms := &clusterv1.MachineSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "roll-workers-old", Namespace: nc.Namespace, Labels: map[string]string{clusterv1.ClusterNameLabel: nc.Name}},
+		Spec: clusterv1.MachineSetSpec{
+			ClusterName: nc.Name,
+			Selector:    metav1.LabelSelector{MatchLabels: map[string]string{"old": "true"}},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{"old": "true"}},
+				Spec:       first.MachineDeployment.Spec.Template.Spec,
+			},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, ms)).To(Succeed())
+
+	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Memory = ptr.To(resource.MustParse("6Gi")) })
+	second := waitForGraph(g, nc).Pools[0]
+	g.Expect(second.MachineTemplate.Name).NotTo(Equal(first.MachineTemplate.Name))
+	g.Expect(second.BootstrapTemplate.Name).To(Equal(first.BootstrapTemplate.Name), "the kubeadm config did not change")
+	md := second.MachineDeployment.DeepCopy()
+	get(g, md)
+	g.Expect(md.Spec.Template.Spec.InfrastructureRef.Name).To(Equal(second.MachineTemplate.Name))
+
+	old := first.MachineTemplate.DeepCopy()
+	g.Consistently(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(old), old) }, 2*time.Second, interval).
+		Should(Succeed(), "a template a MachineSet uses must stay")
+
+	// The rollout finishes: the old MachineSet goes and the deployment's status moves.
+	g.Expect(env.Client.Delete(ctx, ms)).To(Succeed())
+	md.Status.ReadyReplicas = ptr.To(int32(1))
+	g.Expect(env.Client.Status().Update(ctx, md)).To(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(old), old))
+	}, timeout, interval).Should(BeTrue(), "an unused old template must be pruned")
+}
+
+func TestRemovedPoolIsDeleted(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startController(t)
+	nc := newCluster(namespace(t, g), "pools")
+	nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "gpu", Replicas: ptr.To(int32(2))})
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+	gpu := waitForGraph(g, nc).Pools[1]
+	g.Expect(gpu.Name).To(Equal("gpu"))
+
+	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Workers = nc.Spec.Workers[:1] })
+	for _, obj := range []client.Object{gpu.MachineDeployment, gpu.HealthCheck, gpu.MachineTemplate, gpu.BootstrapTemplate} {
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)))
+		}, timeout, interval).Should(BeTrue(), "%T %s", obj, obj.GetName())
+	}
+	waitForGraph(g, nc)
+}
+
+// simulateClusterAPI writes the status Cluster API and CAPK would write once the
+// tenant's control plane and every worker are up.
+func simulateClusterAPI(g Gomega, graph *cluster.Graph, workersReady int32) {
+	ctx := context.Background()
+	c := graph.Cluster.DeepCopy()
+	g.Eventually(func(g Gomega) {
+		get(g, c)
+		c.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "10.96.12.34", Port: 6443}
+		g.Expect(env.Client.Update(ctx, c)).To(Succeed())
+		c.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+		g.Expect(env.Client.Status().Update(ctx, c)).To(Succeed())
+
+		kcp := graph.ControlPlane.DeepCopy()
+		get(g, kcp)
+		kcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+		kcp.Status.Replicas, kcp.Status.ReadyReplicas = kcp.Spec.Replicas, kcp.Spec.Replicas
+		kcp.Status.Version = kcp.Spec.Version
+		g.Expect(env.Client.Status().Update(ctx, kcp)).To(Succeed())
+
+		for _, p := range graph.Pools {
+			md := p.MachineDeployment.DeepCopy()
+			get(g, md)
+			md.Status.Replicas, md.Status.ReadyReplicas, md.Status.UpToDateReplicas = &workersReady, &workersReady, &workersReady
+			g.Expect(env.Client.Status().Update(ctx, md)).To(Succeed())
+		}
+	}, timeout, interval).Should(Succeed())
+}
+
+func TestStatusSummarizesClusterAPI(t *testing.T) {
+	g := NewWithT(t)
+	startController(t)
+	nc := newCluster(namespace(t, g), "status")
+	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
+	graph := waitForGraph(g, nc)
+
+	simulateClusterAPI(g, graph, 0)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseProvisioning))
+		g.Expect(nc.Status.ControlPlaneReady).To(Equal("1/1"))
+		g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).To(Equal("Worker pools not ready: workers 0/1"))
+	}, timeout, interval).Should(Succeed())
+
+	simulateClusterAPI(g, graph, 1)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
+		g.Expect(conditions.IsTrue(nc, knestv1.ReadyCondition)).To(BeTrue())
+		g.Expect(nc.Status.Endpoint).To(Equal("https://10.96.12.34:6443"))
+		g.Expect(nc.Status.KubeconfigSecretName).To(Equal("status-kubeconfig"))
+		g.Expect(nc.Status.Version).To(Equal(knestv1.DefaultVersion))
+		g.Expect(nc.Status.Workers).To(Equal([]knestv1.PoolStatus{{Name: "workers", ReplicaStatus: knestv1.ReplicaStatus{Desired: 1, Ready: 1}}}))
+	}, timeout, interval).Should(Succeed())
+
+	// Growing the pool makes it Scaling, not Provisioning again.
+	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Replicas = ptr.To(int32(2)) })
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseScaling))
+		g.Expect(nc.Status.WorkersReady).To(Equal("1/2"))
+	}, timeout, interval).Should(Succeed())
+}
+
+func TestDeleteWaitsForClusterAPIAndLeavesNothing(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startController(t)
+	nc := newCluster(namespace(t, g), "gone")
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+	graph := waitForGraph(g, nc)
+
+	// Cluster API holds a Cluster with its finalizer until every machine is gone.
+	const capiFinalizer = "test.knest.dev/machines-still-exist"
+	c := graph.Cluster.DeepCopy()
+	update(g, nc, func(*knestv1.NestedCluster) {}) // no-op; keeps nc fresh
+	g.Eventually(func() error {
+		get(g, c)
+		controllerutil.AddFinalizer(c, capiFinalizer)
+		return env.Client.Update(ctx, c)
+	}, timeout, interval).Should(Succeed())
+
+	g.Expect(env.Client.Delete(ctx, nc)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		get(g, c)
+		g.Expect(c.DeletionTimestamp.IsZero()).To(BeFalse(), "the controller deletes the Cluster")
+		get(g, nc)
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseDeleting))
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(nc), nc) }, 2*time.Second, interval).
+		Should(Succeed(), "the NestedCluster stays while the Cluster exists")
+
+	g.Eventually(func() error {
+		get(g, c)
+		controllerutil.RemoveFinalizer(c, capiFinalizer)
+		return env.Client.Update(ctx, c)
+	}, timeout, interval).Should(Succeed())
+	g.Eventually(func() bool {
+		return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(nc), nc))
+	}, timeout, interval).Should(BeTrue())
+
+	// Everything else goes with the garbage collector (kube-controller-manager).
+	for _, obj := range graph.Objects() {
+		g.Eventually(func() bool {
+			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)))
+		}, time.Minute, interval).Should(BeTrue(), "%T %s", obj, obj.GetName())
+	}
+}
+
+func TestRestartMidCreateMakesNoDuplicates(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	stop := startController(t)
+	nc := newCluster(namespace(t, g), "restart")
+	nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "b"}, knestv1.WorkerPool{Name: "c"})
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+	g.Eventually(func() error {
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: nc.Namespace, Name: nc.Name}, &clusterv1.Cluster{})
+	}, timeout, 10*time.Millisecond).Should(Succeed())
+	stop()
+
+	startController(t)
+	graph := waitForGraph(g, nc)
+	labels := client.MatchingLabels{knestv1.ClusterNameLabel: nc.Name}
+	for list, want := range map[client.ObjectList]int{
+		&clusterv1.ClusterList{}:                  1,
+		&capkv1.KubevirtClusterList{}:             1,
+		&controlplanev1.KubeadmControlPlaneList{}: 1,
+		&capkv1.KubevirtMachineTemplateList{}:     4,
+		&bootstrapv1.KubeadmConfigTemplateList{}:  3,
+		&clusterv1.MachineDeploymentList{}:        3,
+		&clusterv1.MachineHealthCheckList{}:       4,
+		&addonsv1.ClusterResourceSetList{}:        1,
+	} {
+		g.Expect(env.Client.List(ctx, list, client.InNamespace(nc.Namespace), labels)).To(Succeed())
+		g.Expect(meta.LenList(list)).To(Equal(want), "%T", list)
+	}
+	g.Expect(graph.Pools).To(HaveLen(3))
+}
+
+func TestNoWritesAtRest(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	stop := startController(t)
+	nc := newCluster(namespace(t, g), "rest")
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+	graph := waitForGraph(g, nc)
+	simulateClusterAPI(g, graph, 1)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
+	}, timeout, interval).Should(Succeed())
+
+	versions := func() map[string]string {
+		out := map[string]string{}
+		for _, obj := range graph.Objects() {
+			cur := obj.DeepCopyObject().(client.Object)
+			g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur)).To(Succeed())
+			out[cur.GetObjectKind().GroupVersionKind().Kind+"/"+cur.GetName()] = cur.GetResourceVersion()
+		}
+		return out
+	}
+	time.Sleep(time.Second) // let the last reconciles settle
+	before := versions()
+
+	// A fresh controller reconciles everything from scratch; an unrelated metadata
+	// change on the NestedCluster reconciles it once more.
+	stop()
+	startController(t)
+	update(g, nc, func(nc *knestv1.NestedCluster) { metav1.SetMetaDataAnnotation(&nc.ObjectMeta, "touched", "yes") })
+	get(g, nc)
+	ncVersion := nc.ResourceVersion
+	time.Sleep(3 * time.Second)
+
+	g.Expect(versions()).To(Equal(before), "no Cluster API object may be rewritten when nothing changed")
+	get(g, nc)
+	g.Expect(nc.ResourceVersion).To(Equal(ncVersion), "the NestedCluster's status must not be rewritten when nothing changed")
+}

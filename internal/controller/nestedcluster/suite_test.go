@@ -1,0 +1,94 @@
+package nestedcluster_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/manager"
+	"github.com/knest-dev/knest/internal/testenv"
+)
+
+// The tests in this package run the real controller against a real kube-apiserver,
+// etcd and kube-controller-manager (garbage collection) with the real Cluster API,
+// CAPK and KubeVirt CRDs. Cluster API's own reconcilers do not run here: where a test
+// needs their progress, it writes their status itself.
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = testenv.Start(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+	os.Exit(code)
+}
+
+// startController runs the controller until the returned stop function is called
+// (and at the latest when the test ends).
+func startController(t *testing.T) (stop func()) {
+	t.Helper()
+	mgr, err := manager.New(env.Config, manager.Options{Concurrency: 4})
+	if err != nil {
+		t.Fatalf("failed to create manager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager stopped with an error: %v", err)
+		}
+	}()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// namespace creates a namespace of the test's own.
+func namespace(t *testing.T, g Gomega) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-"}}
+	g.Expect(env.Client.Create(context.Background(), ns)).To(Succeed())
+	return ns.Name
+}
+
+func newCluster(ns, name string) *knestv1.NestedCluster {
+	return &knestv1.NestedCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: knestv1.NestedClusterSpec{Workers: []knestv1.WorkerPool{
+			{Name: "workers"},
+		}},
+	}
+}
+
+// get reads obj fresh from the API server.
+func get(g Gomega, obj client.Object) {
+	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+}
+
+const (
+	timeout  = 30 * time.Second
+	interval = 100 * time.Millisecond
+)
