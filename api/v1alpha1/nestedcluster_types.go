@@ -113,7 +113,8 @@ type NestedClusterSpec struct {
 	// +kubebuilder:default="v1.34.3"
 	// +kubebuilder:validation:MaxLength=20
 	// +kubebuilder:validation:XValidation:rule="self.matches('^v1\\\\.(2[89]|3[0-4])\\\\.[0-9]+$')",message="version must look like v1.MINOR.PATCH with a minor from 28 to 34 (the range Cluster API v1.11 supports), e.g. v1.34.3"
-	// +kubebuilder:validation:XValidation:rule="!oldSelf.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || !self.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || (int(self.split('.')[1]) >= int(oldSelf.split('.')[1]) && int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1)",message="version can only move forward by at most one minor at a time (kubeadm upgrade rules); downgrades are not supported"
+	// +kubebuilder:validation:XValidation:rule="!oldSelf.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || !self.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || int(self.split('.')[1]) > int(oldSelf.split('.')[1]) || (int(self.split('.')[1]) == int(oldSelf.split('.')[1]) && int(self.split('.')[2]) >= int(oldSelf.split('.')[2]))",message="version cannot go backwards: downgrades are not supported by kubeadm"
+	// +kubebuilder:validation:XValidation:rule="!oldSelf.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || !self.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1",message="version can move forward by at most one minor at a time (kubeadm's upgrade rule), e.g. v1.33.x to v1.34.x"
 	// +optional
 	Version string `json:"version,omitempty"`
 
@@ -122,11 +123,12 @@ type NestedClusterSpec struct {
 	// +optional
 	ControlPlane ControlPlaneSpec `json:"controlPlane,omitempty"`
 
-	// workers are the named worker pools. Pools can be added, removed and scaled
-	// (also to and from zero).
+	// workers are the named worker pools (at most 12, which keeps the per-pool CEL
+	// rules within the API server's cost budget). Pools can be added, removed and
+	// scaled, also to and from zero.
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:MaxItems=12
 	// +optional
 	Workers []WorkerPool `json:"workers,omitempty"`
 
@@ -184,7 +186,7 @@ type MachineSpec struct {
 }
 
 // RootDiskSpec describes a node's root disk.
-// +kubebuilder:validation:XValidation:rule="self.type != 'DataVolume' || has(self.size)",message="rootDisk.size is required when rootDisk.type is DataVolume"
+// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'DataVolume' || has(self.size)",message="rootDisk.size is required when rootDisk.type is DataVolume"
 type RootDiskSpec struct {
 	// type is ContainerDisk (ephemeral, default) or DataVolume (persistent PVC).
 	// +kubebuilder:default=ContainerDisk
@@ -222,8 +224,8 @@ type KernelBootSpec struct {
 }
 
 // ControlPlaneSpec sizes the control plane.
-// +kubebuilder:validation:XValidation:rule="self.cpu >= 2",message="controlPlane.cpu must be at least 2: kubeadm refuses to init a control plane with fewer CPUs"
-// +kubebuilder:validation:XValidation:rule="quantity(string(self.memory)).compareTo(quantity('1700Mi')) >= 0",message="controlPlane.memory must be at least 1700Mi: kubeadm refuses to init a control plane with less"
+// +kubebuilder:validation:XValidation:rule="!has(self.cpu) || self.cpu >= 2",message="controlPlane.cpu must be at least 2: kubeadm refuses to init a control plane with fewer CPUs"
+// +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(string(self.memory)).compareTo(quantity('1700Mi')) >= 0",message="controlPlane.memory must be at least 1700Mi: kubeadm refuses to init a control plane with less"
 type ControlPlaneSpec struct {
 	// replicas is the number of control-plane nodes: 1, 3, 5 or 7. It must be odd so
 	// etcd keeps quorum when one member is lost.
@@ -236,7 +238,7 @@ type ControlPlaneSpec struct {
 }
 
 // WorkerPool is a named group of identical worker nodes.
-// +kubebuilder:validation:XValidation:rule="quantity(string(self.memory)).compareTo(quantity('1Gi')) >= 0",message="a worker pool's memory must be at least 1Gi for kubelet, a runtime and the CNI to fit"
+// +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(string(self.memory)).compareTo(quantity('1Gi')) >= 0",message="a worker pool's memory must be at least 1Gi for kubelet, a runtime and the CNI to fit"
 type WorkerPool struct {
 	// name of the pool: a DNS label of at most 15 characters, unique in the cluster.
 	// +kubebuilder:validation:MinLength=1
@@ -287,7 +289,7 @@ type DeviceSpec struct {
 }
 
 // NetworkSpec is the tenant's network layout.
-// +kubebuilder:validation:XValidation:rule="!isCIDR(self.podCIDR) || !isCIDR(self.serviceCIDR) || (!cidr(self.podCIDR).containsIP(cidr(self.serviceCIDR).masked().ip()) && !cidr(self.serviceCIDR).containsIP(cidr(self.podCIDR).masked().ip()))",message="network.podCIDR and network.serviceCIDR must not overlap"
+// +kubebuilder:validation:XValidation:rule="!has(self.podCIDR) || !has(self.serviceCIDR) || !isCIDR(self.podCIDR) || !isCIDR(self.serviceCIDR) || (!cidr(self.podCIDR).containsIP(cidr(self.serviceCIDR).masked().ip()) && !cidr(self.serviceCIDR).containsIP(cidr(self.podCIDR).masked().ip()))",message="network.podCIDR and network.serviceCIDR must not overlap"
 type NetworkSpec struct {
 	// podCIDR is the tenant's pod network (IPv4, prefix /8 to /24).
 	// +kubebuilder:default="10.243.0.0/16"
@@ -332,6 +334,7 @@ const (
 )
 
 // APIServerSpec says how the tenant API endpoint is reached.
+// +kubebuilder:validation:XValidation:rule="(has(self.host) ? self.host : '') == (has(oldSelf.host) ? oldSelf.host : '')",message="apiServer.host cannot be changed after creation: it is in the tenant's certificates and kubeconfigs"
 type APIServerSpec struct {
 	// serviceType of the host Service in front of the control plane.
 	// +kubebuilder:default=ClusterIP
@@ -342,7 +345,6 @@ type APIServerSpec struct {
 	// host is a fixed endpoint host (DNS name or IP) for the tenant API, e.g. one a
 	// load balancer outside the host cluster answers on. It cannot change after creation.
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="apiServer.host cannot be changed after creation"
 	// +optional
 	Host string `json:"host,omitempty"`
 
@@ -403,8 +405,12 @@ type NestedClusterStatus struct {
 
 // ReplicaStatus counts desired and ready nodes.
 type ReplicaStatus struct {
-	Desired int32 `json:"desired"`
-	Ready   int32 `json:"ready"`
+	// desired is the number of nodes the spec asks for.
+	// +optional
+	Desired int32 `json:"desired,omitempty"`
+	// ready is the number of nodes that are ready.
+	// +optional
+	Ready int32 `json:"ready,omitempty"`
 }
 
 // PoolStatus counts one pool's nodes.

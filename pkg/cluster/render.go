@@ -221,7 +221,7 @@ func (r renderer) image(m knestv1.MachineSpec) string {
 
 func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmControlPlane {
 	s := r.nc.Spec
-	sans := append([]string{}, s.APIServer.CertSANs...)
+	sans := slices.Clone(s.APIServer.CertSANs) // nil when empty: an empty apiServer{} is invalid
 	if s.APIServer.Host != "" && !slices.Contains(sans, s.APIServer.Host) {
 		sans = append(sans, s.APIServer.Host)
 	}

@@ -2,6 +2,7 @@ package nestedcluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,13 +61,18 @@ func (r *Reconciler) apply(ctx context.Context, nc *knestv1.NestedCluster, desir
 
 // toApplyConfiguration turns a typed object into the unstructured form server-side
 // apply wants: no status (other controllers own it) and no zero creationTimestamp
-// (it would be an owned field).
+// (it would be an owned field). It goes through encoding/json because Cluster API's
+// v1beta2 types rely on `omitzero`, which the runtime's unstructured converter
+// ignores (it would send empty structs the schemas reject).
 func toApplyConfiguration(obj client.Object, scheme *runtime.Scheme) (*unstructured.Unstructured, error) {
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	raw, err := json.Marshal(obj)
 	if err != nil {
 		return nil, err
 	}
-	u := &unstructured.Unstructured{Object: raw}
+	u := &unstructured.Unstructured{}
+	if err := json.Unmarshal(raw, &u.Object); err != nil {
+		return nil, err
+	}
 	delete(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	gvk, err := apiutil.GVKForObject(obj, scheme)

@@ -170,10 +170,11 @@ func phase(nc *knestv1.NestedCluster, s *scope, initialized bool) knestv1.Phase 
 	}
 }
 
-// rollingOut is true while a MachineDeployment replaces machines with a new template.
+// rollingOut is true while a MachineDeployment still has machines from an older
+// template (a version or VM shape change); a plain scale-up is not a rollout.
 func rollingOut(s *scope) bool {
 	for _, md := range s.pools {
-		if md.Status.UpToDateReplicas != nil && ptr.Deref(md.Status.UpToDateReplicas, 0) < ptr.Deref(md.Spec.Replicas, 0) {
+		if ptr.Deref(md.Status.UpToDateReplicas, 0) < ptr.Deref(md.Status.Replicas, 0) {
 			return true
 		}
 	}

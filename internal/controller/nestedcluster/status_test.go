@@ -30,6 +30,7 @@ func TestSummarize(t *testing.T) {
 	md := func(replicas, ready, upToDate int32) *clusterv1.MachineDeployment {
 		m := &clusterv1.MachineDeployment{}
 		m.Spec.Replicas = ptr.To(replicas)
+		m.Status.Replicas = ptr.To(replicas)
 		m.Status.ReadyReplicas = ptr.To(ready)
 		m.Status.UpToDateReplicas = ptr.To(upToDate)
 		return m

@@ -10,7 +10,9 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/manager"
@@ -25,6 +27,8 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
+	// The controller's log goes to the test output, which go test shows on failure.
+	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	var err error
 	env, err = testenv.Start(context.Background())
 	if err != nil {
