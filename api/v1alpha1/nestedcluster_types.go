@@ -334,7 +334,7 @@ const (
 )
 
 // APIServerSpec says how the tenant API endpoint is reached.
-// +kubebuilder:validation:XValidation:rule="(has(self.host) ? self.host : ”) == (has(oldSelf.host) ? oldSelf.host : ”)",message="apiServer.host cannot be changed after creation: it is in the tenant's certificates and kubeconfigs"
+// +kubebuilder:validation:XValidation:rule="has(self.host) == has(oldSelf.host) && (!has(self.host) || self.host == oldSelf.host)",message="apiServer.host cannot be changed after creation: it is in the tenant's certificates and kubeconfigs"
 type APIServerSpec struct {
 	// serviceType of the host Service in front of the control plane.
 	// +kubebuilder:default=ClusterIP
