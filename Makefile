@@ -64,7 +64,7 @@ test: testbin ## Run all tests against the integration test bed.
 testbin: $(TESTBIN) $(KUBEVIRT_CRDS_DIR) ## Build etcd, kube-apiserver, kube-controller-manager and the KubeVirt CRDs.
 
 .PHONY: testbin-env
-testbin-env: ## Print the env vars that point tests at the test bed (eval "$$(make -s testbin-env)").
+testbin-env: ## Print the env vars that point tests at the test bed (eval "$(make -s testbin-env)").
 	@echo export KNEST_TESTBIN=$(TESTBIN_DIR) KNEST_KUBEVIRT_CRDS=$(KUBEVIRT_CRDS_DIR)
 
 # Builds go to a temporary name first so an interrupted build leaves no output that

@@ -1,3 +1,6 @@
+// Tools module: etcd, kube-apiserver and kube-controller-manager for the integration
+// test bed, built by `make testbin`. Kept apart from the main go.mod because
+// k8s.io/kubernetes needs the replace block below.
 module github.com/knest-dev/knest/hack/tools/kube
 
 go 1.24.0

@@ -1,3 +1,5 @@
+// Tools module: generates the KubeVirt CRDs for the integration test bed (`make testbin`).
+// Kept apart because it needs KubeVirt's replace block, which pins k8s.io/* v0.33.5.
 module github.com/knest-dev/knest/hack/tools/kubevirt-crds
 
 go 1.24.0

@@ -1,0 +1,164 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// controllers are the kube-controller-manager controllers whose behaviour knest's
+// tests rely on; the others (nodes, pods, volumes, ...) have nothing to act on
+// without kubelets and would only cost CPU.
+var controllers = []string{
+	"garbage-collector-controller",
+	"namespace-controller",
+	"serviceaccount-controller",
+	"serviceaccount-token-controller",
+	"endpoints-controller",
+	"endpointslice-controller",
+}
+
+// process is a child process whose output goes to a log file.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error // set before done is closed
+}
+
+func startProcess(name, logPath string, args ...string) (*process, error) {
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("failed to start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// stop sends SIGTERM and, if the process has not exited after a grace period, SIGKILL.
+func (p *process) stop() error {
+	select {
+	case <-p.done:
+		return nil
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(10 * time.Second):
+	}
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	return nil
+}
+
+// exitError reports an unexpected exit, with the end of the log to say why.
+func (p *process) exitError() error {
+	b, _ := os.ReadFile(p.logPath)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return fmt.Errorf("%s exited: %v; last log lines:\n%s", p.name, p.err, strings.Join(lines, "\n"))
+}
+
+func startControllerManager(ctx context.Context, e *Env, path string) (*process, error) {
+	caFile := filepath.Join(e.dir, "ca.crt")
+	if err := os.WriteFile(caFile, e.Config.CAData, 0o600); err != nil {
+		return nil, err
+	}
+	p, err := startProcess("kube-controller-manager", filepath.Join(e.dir, "kube-controller-manager.log"),
+		path,
+		"--kubeconfig="+e.KubeconfigPath,
+		"--controllers="+strings.Join(controllers, ","),
+		// One instance per test bed; a lease would only delay the start.
+		"--leader-elect=false",
+		// Test packages run in parallel: a fixed port (10257) would clash. Readiness is
+		// checked through the API below instead of /healthz.
+		"--secure-port=0",
+		// The key envtest's kube-apiserver verifies service account tokens with.
+		"--service-account-private-key-file="+filepath.Join(e.env.ControlPlane.APIServer.CertDir, "sa-signer.key"),
+		"--root-ca-file="+caFile,
+		"--v=2",
+	)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitForControllerManager(ctx, e.Client, p); err != nil {
+		_ = p.stop()
+		return nil, err
+	}
+	return p, nil
+}
+
+// waitForControllerManager returns once the controllers visibly work: the service
+// account controller has created the default ServiceAccount and the garbage
+// collector has deleted an object whose owner does not exist. The latter matters
+// because the garbage collector ignores everything until its informers have synced.
+func waitForControllerManager(ctx context.Context, c client.Client, p *process) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+
+	probe := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+		Name:      "knest-testenv-gc-probe",
+		Namespace: metav1.NamespaceSystem,
+		OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "ConfigMap", Name: "knest-testenv-gc-probe-owner",
+			UID: types.UID("00000000-0000-0000-0000-000000000000"),
+		}},
+	}}
+	if err := c.Create(ctx, probe); err != nil {
+		return fmt.Errorf("failed to create garbage collector probe: %w", err)
+	}
+
+	var last error
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		select {
+		case <-p.done:
+			return false, p.exitError()
+		default:
+		}
+		if last = c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: "default"}, &corev1.ServiceAccount{}); last != nil {
+			return false, nil
+		}
+		last = c.Get(ctx, client.ObjectKeyFromObject(probe), &corev1.ConfigMap{})
+		if apierrors.IsNotFound(last) {
+			return true, nil
+		}
+		if last == nil {
+			last = errors.New("garbage collector probe still exists")
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube-controller-manager did not become ready (log: %s): %w (last: %v)", p.logPath, err, last)
+	}
+	return nil
+}

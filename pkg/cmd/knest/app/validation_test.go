@@ -1,0 +1,37 @@
+package app_test
+
+import (
+	"fmt"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/knest-dev/knest/pkg/validation"
+	"github.com/knest-dev/knest/pkg/validation/validationtest"
+)
+
+// TestValidationMatchesTheAPIServer checks that knest's own validation (which the CLI
+// runs before touching the cluster) accepts and refuses what the CRD does.
+func TestValidationMatchesTheAPIServer(t *testing.T) {
+	ns := newNamespace(t)
+	for i, tt := range validationtest.Cases {
+		t.Run(tt.Name, func(t *testing.T) {
+			g := NewWithT(t)
+			nc := validationtest.Valid()
+			tt.Mutate(nc)
+			nc.Namespace = ns
+			if nc.Name == "demo" {
+				nc.Name = fmt.Sprintf("case-%d", i)
+			}
+			local := validation.NestedCluster(nc)
+			err := env.Client.Create(t.Context(), nc)
+			if tt.Message == "" {
+				g.Expect(local).To(BeEmpty())
+				g.Expect(err).NotTo(HaveOccurred(), "the API server must accept what knest accepts")
+				return
+			}
+			g.Expect(local).NotTo(BeEmpty())
+			g.Expect(err).To(HaveOccurred(), "the API server must refuse what knest refuses (%s)", local.ToAggregate())
+		})
+	}
+}

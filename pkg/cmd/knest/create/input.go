@@ -1,0 +1,281 @@
+package create
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cmd/knest/internal/cmdutil"
+	"github.com/knest-dev/knest/pkg/cmd/knest/internal/printers"
+	"github.com/knest-dev/knest/pkg/knest"
+	"github.com/knest-dev/knest/pkg/scale"
+	"github.com/knest-dev/knest/pkg/validation"
+)
+
+// specFlags are the flags that describe the cluster; -f replaces all of them.
+var specFlags = []string{
+	"version", "control-plane", "control-plane-cpu", "control-plane-memory",
+	"workers", "worker-cpu", "worker-memory", "pool", "image", "root-disk", "disk-size",
+	"pod-cidr", "service-cidr", "dns-domain", "cni", "service-type", "api-host", "cert-san",
+}
+
+// clusterFromInput turns the arguments and flags into a NestedCluster and checks it
+// against the CRD's rules. It does not contact the host cluster, except to read the
+// current namespace from the kubeconfig.
+func clusterFromInput(cmd *cobra.Command, streams genericiooptions.IOStreams, flags *flagpole, args []string) (*knestv1.NestedCluster, error) {
+	if err := checkModeFlags(cmd, flags); err != nil {
+		return nil, err
+	}
+	var nc *knestv1.NestedCluster
+	var err error
+	if flags.File != "" {
+		nc, err = fromFile(cmd, streams.In, flags.File, args)
+	} else {
+		nc, err = fromFlags(cmd, flags, args)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	ns, explicit, err := cmdutil.Namespace(cmd)
+	switch {
+	case err != nil && !flags.DryRun:
+		return nil, err
+	case err != nil:
+		ns = "default" // a dry run needs no kubeconfig
+	}
+	switch {
+	case nc.Namespace == "":
+		nc.Namespace = ns
+	case explicit && nc.Namespace != ns:
+		return nil, fmt.Errorf("the manifest's namespace %q differs from --namespace %q; drop one of them", nc.Namespace, ns)
+	}
+
+	errs := validation.NestedCluster(nc)
+	if len(errs) == 0 {
+		return nc, nil
+	}
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
+		if flag := flagFor(e.Field); flag != "" && flags.File == "" {
+			msgs = append(msgs, flag+": "+e.ErrorBody())
+		} else {
+			msgs = append(msgs, e.Error())
+		}
+	}
+	return nil, &knest.InvalidError{Name: nc.Name, Problems: msgs}
+}
+
+// checkModeFlags checks the flags that pick what the command does.
+func checkModeFlags(cmd *cobra.Command, flags *flagpole) error {
+	if !flags.DryRun {
+		switch {
+		case cmd.Flags().Changed("output"):
+			return errors.New("-o/--output only applies with --dry-run; a real create prints progress, then `knest get` shows the cluster")
+		case flags.ShowGraph:
+			return errors.New("--show-graph only applies with --dry-run")
+		}
+	}
+	if err := cmdutil.CheckOutput(flags.Output, printers.YAML, printers.JSON); err != nil {
+		return err
+	}
+	if flags.File != "" {
+		var set []string
+		for _, name := range specFlags {
+			if cmd.Flags().Changed(name) {
+				set = append(set, "--"+name)
+			}
+		}
+		if len(set) > 0 {
+			return fmt.Errorf("-f takes the whole cluster from the manifest; remove %s or edit the manifest instead", strings.Join(set, ", "))
+		}
+	}
+	return nil
+}
+
+// fromFlags builds a NestedCluster from the flags. Values the flags leave unset stay
+// unset, so the API server's defaults apply.
+func fromFlags(cmd *cobra.Command, flags *flagpole, args []string) (*knestv1.NestedCluster, error) {
+	if len(args) != 1 {
+		return nil, errors.New("a cluster needs a name: knest create NAME")
+	}
+	changed := cmd.Flags().Changed
+	nc := &knestv1.NestedCluster{
+		TypeMeta:   metav1.TypeMeta{APIVersion: knestv1.GroupVersion.String(), Kind: "NestedCluster"},
+		ObjectMeta: metav1.ObjectMeta{Name: args[0]},
+	}
+	s := &nc.Spec
+	s.Version = flags.Version
+	if changed("version") && !strings.HasPrefix(flags.Version, "v") {
+		s.Version = "v" + flags.Version
+	}
+
+	if flags.ControlPlane <= 0 {
+		return nil, fmt.Errorf("--control-plane %d: the control plane needs 1, 3, 5 or 7 nodes", flags.ControlPlane)
+	}
+	s.ControlPlane.Replicas = flags.ControlPlane
+	if changed("control-plane-cpu") && flags.ControlPlaneCPU < 2 {
+		return nil, fmt.Errorf("--control-plane-cpu %d: a control-plane node needs at least 2 vCPUs (kubeadm refuses fewer)", flags.ControlPlaneCPU)
+	}
+	s.ControlPlane.CPU = flags.ControlPlaneCPU
+	var err error
+	if s.ControlPlane.Memory, err = quantityFlag("control-plane-memory", flags.ControlPlaneMemory, "4Gi"); err != nil {
+		return nil, err
+	}
+
+	machine := knestv1.MachineSpec{Image: flags.Image}
+	if changed("worker-cpu") && flags.WorkerCPU < 1 {
+		return nil, fmt.Errorf("--worker-cpu %d: a worker node needs at least 1 vCPU", flags.WorkerCPU)
+	}
+	machine.CPU = flags.WorkerCPU
+	if machine.Memory, err = quantityFlag("worker-memory", flags.WorkerMemory, "4Gi"); err != nil {
+		return nil, err
+	}
+	if machine.RootDisk, err = rootDisk(flags.RootDisk, flags.DiskSize); err != nil {
+		return nil, err
+	}
+	s.ControlPlane.Image = flags.Image
+	s.ControlPlane.RootDisk = machine.RootDisk
+
+	pools, err := scale.ParsePoolSizes(flags.Pools)
+	if err != nil {
+		return nil, fmt.Errorf("--pool: %w", err)
+	}
+	if flags.Workers < 0 {
+		return nil, fmt.Errorf("--workers %d: a pool has from 0 to %d nodes", flags.Workers, validation.MaxPoolReplicas)
+	}
+	// --workers makes the default pool unless only --pool was given.
+	if changed("workers") || len(flags.Pools) == 0 {
+		if _, dup := pools[knestv1.DefaultPoolName]; dup {
+			return nil, fmt.Errorf("--workers and --pool %s=... both size the pool %s; use one of them", knestv1.DefaultPoolName, knestv1.DefaultPoolName)
+		}
+		s.Workers = append(s.Workers, pool(knestv1.DefaultPoolName, flags.Workers, machine))
+	}
+	for _, name := range flags.Pools {
+		name, _, _ = strings.Cut(name, "=")
+		s.Workers = append(s.Workers, pool(name, pools[name], machine))
+	}
+
+	s.Network = knestv1.NetworkSpec{PodCIDR: flags.PodCIDR, ServiceCIDR: flags.ServiceCIDR, DNSDomain: flags.DNSDomain}
+	if s.Network.CNI, err = enumFlag("cni", flags.CNI, knestv1.CNIFlannel, knestv1.CNINone); err != nil {
+		return nil, err
+	}
+	s.APIServer = knestv1.APIServerSpec{Host: flags.APIHost, CertSANs: flags.CertSANs}
+	if s.APIServer.ServiceType, err = enumFlag("service-type", flags.ServiceType,
+		knestv1.ServiceTypeClusterIP, knestv1.ServiceTypeNodePort, knestv1.ServiceTypeLoadBalancer); err != nil {
+		return nil, err
+	}
+	for _, san := range flags.CertSANs {
+		if strings.TrimSpace(san) == "" || strings.ContainsAny(san, " ,/") {
+			return nil, fmt.Errorf("--cert-san %q: give one DNS name or IP per flag, without spaces, commas or slashes", san)
+		}
+	}
+	return nc, nil
+}
+
+func pool(name string, replicas int32, m knestv1.MachineSpec) knestv1.WorkerPool {
+	m = *m.DeepCopy()
+	return knestv1.WorkerPool{Name: name, Replicas: &replicas, MachineSpec: m}
+}
+
+// quantityFlag parses a memory flag; empty means unset.
+func quantityFlag(name, value, example string) (*resource.Quantity, error) {
+	if value == "" {
+		return nil, nil
+	}
+	q, err := resource.ParseQuantity(value)
+	if err != nil {
+		return nil, fmt.Errorf("--%s %q is not a quantity: use a number with a binary suffix such as %s or 4096Mi", name, value, example)
+	}
+	if q.Sign() <= 0 {
+		return nil, fmt.Errorf("--%s %q must be positive, e.g. %s", name, value, example)
+	}
+	return &q, nil
+}
+
+func rootDisk(kind, size string) (knestv1.RootDiskSpec, error) {
+	var rd knestv1.RootDiskSpec
+	switch strings.ToLower(kind) {
+	case "":
+	case "containerdisk":
+		rd.Type = knestv1.RootDiskContainerDisk
+	case "datavolume":
+		rd.Type = knestv1.RootDiskDataVolume
+	default:
+		return rd, fmt.Errorf("--root-disk %q: use containerdisk (ephemeral) or datavolume (persistent)", kind)
+	}
+	if size != "" {
+		if rd.Type != knestv1.RootDiskDataVolume {
+			return rd, errors.New("--disk-size only applies with --root-disk datavolume; a containerdisk has the size of its image")
+		}
+		q, err := quantityFlag("disk-size", size, "20Gi")
+		if err != nil {
+			return rd, err
+		}
+		rd.Size = q
+	}
+	if rd.Type == knestv1.RootDiskDataVolume && rd.Size == nil {
+		return rd, errors.New("--root-disk datavolume needs --disk-size, e.g. --disk-size 20Gi")
+	}
+	return rd, nil
+}
+
+// enumFlag matches value case-insensitively against allowed; empty stays empty.
+func enumFlag[T ~string](name, value string, allowed ...T) (T, error) {
+	if value == "" {
+		return "", nil
+	}
+	names := make([]string, 0, len(allowed))
+	for _, a := range allowed {
+		if strings.EqualFold(value, string(a)) {
+			return a, nil
+		}
+		names = append(names, string(a))
+	}
+	return "", fmt.Errorf("--%s %q: use one of %s", name, value, strings.Join(names, ", "))
+}
+
+// flagFor names the flag that sets a spec field, for messages that say what to change.
+func flagFor(path string) string {
+	prefixes := []struct{ prefix, flag string }{
+		{"metadata.name", "NAME"},
+		{"metadata.namespace", "--namespace"},
+		{"spec.version", "--version"},
+		{"spec.controlPlane.replicas", "--control-plane"},
+		{"spec.controlPlane.cpu", "--control-plane-cpu"},
+		{"spec.controlPlane.memory", "--control-plane-memory"},
+		{"spec.controlPlane.image", "--image"},
+		{"spec.controlPlane.rootDisk", "--root-disk/--disk-size"},
+		{"spec.network.podCIDR", "--pod-cidr"},
+		{"spec.network.serviceCIDR", "--service-cidr"},
+		{"spec.network.dnsDomain", "--dns-domain"},
+		{"spec.network.cni", "--cni"},
+		{"spec.apiServer.serviceType", "--service-type"},
+		{"spec.apiServer.host", "--api-host"},
+		{"spec.apiServer.certSANs", "--cert-san"},
+		{"spec.workers", "--pool"},
+		{"spec.network", "--pod-cidr/--service-cidr"},
+	}
+	if strings.HasPrefix(path, "spec.workers[") {
+		for _, suffix := range []struct{ field, flag string }{
+			{".cpu", "--worker-cpu"}, {".memory", "--worker-memory"}, {".image", "--image"},
+			{".rootDisk", "--root-disk/--disk-size"}, {".replicas", "--workers/--pool"}, {".name", "--pool"},
+		} {
+			if strings.Contains(path, "]"+suffix.field) {
+				return suffix.flag
+			}
+		}
+	}
+	for _, p := range prefixes {
+		if strings.HasPrefix(path, p.prefix) {
+			return p.flag
+		}
+	}
+	return ""
+}

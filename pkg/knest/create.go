@@ -1,0 +1,54 @@
+package knest
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/internal/cli"
+)
+
+type createOptions struct {
+	wait time.Duration
+}
+
+// CreateOption configures Create.
+type CreateOption func(*createOptions)
+
+// CreateWithWait waits up to timeout for the cluster to be ready; 0 returns once the
+// NestedCluster is stored.
+func CreateWithWait(timeout time.Duration) CreateOption {
+	return func(o *createOptions) { o.wait = timeout }
+}
+
+// Create validates nc, creates it on the host cluster and optionally waits for it to be
+// ready. Invalid input is reported before anything is sent.
+func (c *Client) Create(ctx context.Context, nc *knestv1.NestedCluster, opts ...CreateOption) error {
+	var o createOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := Validate(nc); err != nil {
+		return err
+	}
+	status := cli.StatusForLogger(c.logger)
+	nc = nc.DeepCopy()
+	if err := c.c.Create(ctx, nc); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("cluster %s already exists in namespace %s; scale or delete it, or pick another name", nc.Name, nc.Namespace)
+		}
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("failed to create cluster %s: namespace %s does not exist; create it first (kubectl create namespace %s) or pick another with -n: %w", nc.Name, nc.Namespace, nc.Namespace, err)
+		}
+		return fmt.Errorf("failed to create cluster %s in namespace %s: %w", nc.Name, nc.Namespace, err)
+	}
+	status.Success(fmt.Sprintf("cluster %s created in namespace %s", nc.Name, nc.Namespace))
+	if o.wait <= 0 {
+		return nil
+	}
+	return c.Wait(ctx, client.ObjectKeyFromObject(nc), WaitWithTimeout(o.wait))
+}

@@ -1,0 +1,73 @@
+package scale
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+)
+
+// Converged reports whether nc's status has reached its spec: the controller observed
+// the current generation, the control plane and every pool have as many nodes ready
+// as the spec asks for, and the Ready condition is True.
+func Converged(nc *knestv1.NestedCluster) bool {
+	return len(Pending(nc)) == 0
+}
+
+// Pending lists, in words, what keeps nc from having converged; empty when it has.
+func Pending(nc *knestv1.NestedCluster) []string {
+	var out []string
+	st := nc.Status
+	if st.ObservedGeneration < nc.Generation {
+		out = append(out, fmt.Sprintf("the controller has not yet observed generation %d (observed %d)", nc.Generation, st.ObservedGeneration))
+	}
+	if want := nc.Spec.ControlPlane.Replicas; st.ControlPlane.Desired != want || st.ControlPlane.Ready != want {
+		out = append(out, fmt.Sprintf("control plane %d/%d ready", st.ControlPlane.Ready, want))
+	}
+	for i := range nc.Spec.Workers {
+		p := &nc.Spec.Workers[i]
+		want := replicas(p)
+		got, ok := PoolStatus(nc, p.Name)
+		if !ok && want == 0 {
+			continue
+		}
+		if got.Desired != want || got.Ready != want {
+			out = append(out, fmt.Sprintf("pool %s %d/%d ready", p.Name, got.Ready, want))
+		}
+	}
+	if !meta.IsStatusConditionTrue(st.Conditions, knestv1.ReadyCondition) {
+		out = append(out, "condition Ready is not True")
+	}
+	return out
+}
+
+// PoolStatus returns the status of the named pool.
+func PoolStatus(nc *knestv1.NestedCluster, pool string) (knestv1.ReplicaStatus, bool) {
+	for _, p := range nc.Status.Workers {
+		if p.Name == pool {
+			return p.ReplicaStatus, true
+		}
+	}
+	return knestv1.ReplicaStatus{}, false
+}
+
+// Blocking returns the condition that best explains why nc is not ready: the first
+// condition that is not True, preferring a specific one over the Ready summary. It
+// returns nil when every condition is True.
+func Blocking(nc *knestv1.NestedCluster) *metav1.Condition {
+	var ready *metav1.Condition
+	for i := range nc.Status.Conditions {
+		c := &nc.Status.Conditions[i]
+		if c.Status == metav1.ConditionTrue {
+			continue
+		}
+		if c.Type == knestv1.ReadyCondition {
+			ready = c
+			continue
+		}
+		return c
+	}
+	return ready
+}

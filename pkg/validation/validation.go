@@ -1,0 +1,279 @@
+// Package validation checks a NestedCluster against the rules its CRD enforces, so the
+// knest CLI can refuse bad input before it touches a cluster and say what to change.
+// The API server stays the authority; the integration tests run the same cases
+// against it to keep the two in step.
+package validation
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	apivalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+// Limits from the NestedCluster CRD.
+const (
+	MaxClusterNameLength = 30
+	MaxPoolNameLength    = 15
+	MaxPools             = 12
+	MaxPoolReplicas      = 200
+	MaxCPU               = 128
+	MaxCertSANs          = 32
+)
+
+// ControlPlaneReplicas are the control-plane sizes the CRD allows.
+var ControlPlaneReplicas = []int32{1, 3, 5, 7}
+
+var (
+	dnsLabel   = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	dnsName    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	versionRE  = regexp.MustCompile(`^v1\.(2[89]|3[0-4])\.[0-9]+$`)
+	minCPMem   = resource.MustParse("1700Mi")
+	minPoolMem = resource.MustParse("1Gi")
+)
+
+// NestedCluster validates nc as the API server would after defaulting it: it checks a
+// defaulted copy and leaves nc unchanged.
+func NestedCluster(nc *knestv1.NestedCluster) field.ErrorList {
+	nc = nc.DeepCopy()
+	cluster.Default(nc)
+
+	var errs field.ErrorList
+	errs = append(errs, ClusterName(nc.Name, field.NewPath("metadata", "name"))...)
+	if nc.Namespace != "" {
+		for _, msg := range apivalidation.IsDNS1123Label(nc.Namespace) {
+			errs = append(errs, field.Invalid(field.NewPath("metadata", "namespace"), nc.Namespace, msg))
+		}
+	}
+	errs = append(errs, spec(&nc.Spec, field.NewPath("spec"))...)
+	return errs
+}
+
+// ClusterName checks a NestedCluster name: a DNS label of at most 30 characters,
+// because it prefixes the names of the VMs and Services knest creates.
+func ClusterName(name string, path *field.Path) field.ErrorList {
+	switch {
+	case name == "":
+		return field.ErrorList{field.Required(path, "a cluster needs a name")}
+	case len(name) > MaxClusterNameLength:
+		return field.ErrorList{field.Invalid(path, name, fmt.Sprintf("must have at most %d characters (it has %d): it prefixes the names of the VMs and Services knest creates", MaxClusterNameLength, len(name)))}
+	case !dnsLabel.MatchString(name):
+		return field.ErrorList{field.Invalid(path, name, "must be a DNS label: lower-case letters, digits and '-', starting with a letter and not ending with '-'")}
+	}
+	return nil
+}
+
+// PoolName checks a worker pool name: a DNS label of at most 15 characters.
+func PoolName(name string, path *field.Path) field.ErrorList {
+	switch {
+	case name == "":
+		return field.ErrorList{field.Required(path, "a pool needs a name")}
+	case len(name) > MaxPoolNameLength:
+		return field.ErrorList{field.Invalid(path, name, fmt.Sprintf("a pool name must have at most %d characters (it has %d): it is part of every node's name", MaxPoolNameLength, len(name)))}
+	case !dnsLabel.MatchString(name):
+		return field.ErrorList{field.Invalid(path, name, "pool name must be a DNS label: lower-case letters, digits and '-', starting with a letter and not ending with '-'")}
+	}
+	return nil
+}
+
+// ControlPlaneReplicasValid reports whether n is an allowed control-plane size.
+func ControlPlaneReplicasValid(n int32) bool {
+	for _, v := range ControlPlaneReplicas {
+		if n == v {
+			return true
+		}
+	}
+	return false
+}
+
+// ControlPlaneReplicasMessage explains the control-plane size rule.
+const ControlPlaneReplicasMessage = "must be 1, 3, 5 or 7: an even number of etcd members tolerates no more failures than one fewer and risks split votes"
+
+func spec(s *knestv1.NestedClusterSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if p := path.Child("version"); len(s.Version) > 20 {
+		errs = append(errs, field.TooLong(p, s.Version, 20))
+	} else if !versionRE.MatchString(s.Version) {
+		errs = append(errs, field.Invalid(p, s.Version, "version must look like v1.MINOR.PATCH with a minor from 28 to 34 (the range Cluster API v1.11 supports), e.g. "+knestv1.DefaultVersion))
+	}
+
+	cp := path.Child("controlPlane")
+	if !ControlPlaneReplicasValid(s.ControlPlane.Replicas) {
+		errs = append(errs, field.Invalid(cp.Child("replicas"), s.ControlPlane.Replicas, ControlPlaneReplicasMessage))
+	}
+	errs = append(errs, machine(&s.ControlPlane.MachineSpec, cp)...)
+	if s.ControlPlane.CPU < 2 {
+		errs = append(errs, field.Invalid(cp.Child("cpu"), s.ControlPlane.CPU, "must be at least 2: kubeadm refuses to init a control plane with fewer CPUs"))
+	}
+	if m := s.ControlPlane.Memory; m != nil && m.Cmp(minCPMem) < 0 {
+		errs = append(errs, field.Invalid(cp.Child("memory"), m.String(), "must be at least 1700Mi: kubeadm refuses to init a control plane with less"))
+	}
+
+	errs = append(errs, workers(s.Workers, path.Child("workers"))...)
+	errs = append(errs, network(&s.Network, path.Child("network"))...)
+	errs = append(errs, apiServer(&s.APIServer, path.Child("apiServer"))...)
+	return errs
+}
+
+func machine(m *knestv1.MachineSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if m.CPU < 1 || m.CPU > MaxCPU {
+		errs = append(errs, field.Invalid(path.Child("cpu"), m.CPU, fmt.Sprintf("must be from 1 to %d virtual CPUs", MaxCPU)))
+	}
+	if m.Memory != nil && m.Memory.Sign() <= 0 {
+		errs = append(errs, field.Invalid(path.Child("memory"), m.Memory.String(), "must be a positive quantity such as 4Gi"))
+	}
+	if len(m.Image) > 512 {
+		errs = append(errs, field.TooLong(path.Child("image"), m.Image, 512))
+	}
+	rd := path.Child("rootDisk")
+	switch m.RootDisk.Type {
+	case knestv1.RootDiskContainerDisk, knestv1.RootDiskDataVolume:
+	default:
+		errs = append(errs, field.NotSupported(rd.Child("type"), m.RootDisk.Type, []knestv1.RootDiskType{knestv1.RootDiskContainerDisk, knestv1.RootDiskDataVolume}))
+	}
+	if m.RootDisk.Type == knestv1.RootDiskDataVolume && m.RootDisk.Size == nil {
+		errs = append(errs, field.Required(rd.Child("size"), "rootDisk.size is required when rootDisk.type is DataVolume"))
+	}
+	if sz := m.RootDisk.Size; sz != nil && sz.Sign() <= 0 {
+		errs = append(errs, field.Invalid(rd.Child("size"), sz.String(), "must be a positive quantity such as 20Gi"))
+	}
+	if len(m.RootDisk.StorageClassName) > 253 {
+		errs = append(errs, field.TooLong(rd.Child("storageClassName"), m.RootDisk.StorageClassName, 253))
+	}
+	if kb := m.KernelBoot; kb != nil {
+		kp := path.Child("kernelBoot")
+		if kb.Image == "" {
+			errs = append(errs, field.Required(kp.Child("image"), "a kernel-boot image is required"))
+		} else if len(kb.Image) > 512 {
+			errs = append(errs, field.TooLong(kp.Child("image"), kb.Image, 512))
+		}
+		if len(kb.KernelArgs) > 1024 {
+			errs = append(errs, field.TooLong(kp.Child("kernelArgs"), kb.KernelArgs, 1024))
+		}
+	}
+	if d := m.NodeDrainTimeoutSeconds; d != nil && *d < 0 {
+		errs = append(errs, field.Invalid(path.Child("nodeDrainTimeoutSeconds"), *d, "must be 0 (wait forever) or more"))
+	}
+	return errs
+}
+
+func workers(pools []knestv1.WorkerPool, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(pools) > MaxPools {
+		errs = append(errs, field.TooMany(path, len(pools), MaxPools))
+	}
+	seen := map[string]bool{}
+	for i := range pools {
+		p := &pools[i]
+		pp := path.Index(i)
+		errs = append(errs, PoolName(p.Name, pp.Child("name"))...)
+		if seen[p.Name] {
+			errs = append(errs, field.Duplicate(pp.Child("name"), p.Name))
+		}
+		seen[p.Name] = true
+		if r := p.Replicas; r != nil && (*r < 0 || *r > MaxPoolReplicas) {
+			errs = append(errs, field.Invalid(pp.Child("replicas"), *r, fmt.Sprintf("must be from 0 to %d", MaxPoolReplicas)))
+		}
+		errs = append(errs, machine(&p.MachineSpec, pp)...)
+		if m := p.Memory; m != nil && m.Sign() > 0 && m.Cmp(minPoolMem) < 0 {
+			errs = append(errs, field.Invalid(pp.Child("memory"), m.String(), "a worker pool's memory must be at least 1Gi for kubelet, a runtime and the CNI to fit"))
+		}
+		if len(p.Labels) > 64 {
+			errs = append(errs, field.TooMany(pp.Child("labels"), len(p.Labels), 64))
+		}
+		if len(p.Taints) > 32 {
+			errs = append(errs, field.TooMany(pp.Child("taints"), len(p.Taints), 32))
+		}
+		errs = append(errs, devices(p.GPUs, pp.Child("gpus"))...)
+		errs = append(errs, devices(p.HostDevices, pp.Child("hostDevices"))...)
+	}
+	return errs
+}
+
+func devices(ds []knestv1.DeviceSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(ds) > 8 {
+		errs = append(errs, field.TooMany(path, len(ds), 8))
+	}
+	for i, d := range ds {
+		dp := path.Index(i)
+		if d.Name == "" {
+			errs = append(errs, field.Required(dp.Child("name"), "the device's name inside the VM"))
+		} else if len(d.Name) > 63 {
+			errs = append(errs, field.TooLong(dp.Child("name"), d.Name, 63))
+		}
+		if d.DeviceName == "" {
+			errs = append(errs, field.Required(dp.Child("deviceName"), "the resource name the host advertises, e.g. nvidia.com/GA102GL_A10"))
+		} else if len(d.DeviceName) > 253 {
+			errs = append(errs, field.TooLong(dp.Child("deviceName"), d.DeviceName, 253))
+		}
+	}
+	return errs
+}
+
+func network(n *knestv1.NetworkSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	pods, podErr := cidr(n.PodCIDR, 8, 24, path.Child("podCIDR"), knestv1.DefaultPodCIDR)
+	services, svcErr := cidr(n.ServiceCIDR, 12, 24, path.Child("serviceCIDR"), knestv1.DefaultServiceCIDR)
+	errs = append(errs, podErr...)
+	errs = append(errs, svcErr...)
+	if pods.IsValid() && services.IsValid() && pods.Overlaps(services) {
+		errs = append(errs, field.Invalid(path, n.PodCIDR+" and "+n.ServiceCIDR,
+			"network.podCIDR and network.serviceCIDR must not overlap"))
+	}
+	dp := path.Child("dnsDomain")
+	if len(n.DNSDomain) > 253 {
+		errs = append(errs, field.TooLong(dp, n.DNSDomain, 253))
+	} else if !dnsName.MatchString(n.DNSDomain) {
+		errs = append(errs, field.Invalid(dp, n.DNSDomain, "network.dnsDomain must be a DNS name such as "+knestv1.DefaultDNSDomain))
+	}
+	switch n.CNI {
+	case knestv1.CNIFlannel, knestv1.CNINone:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("cni"), n.CNI, []knestv1.CNI{knestv1.CNIFlannel, knestv1.CNINone}))
+	}
+	return errs
+}
+
+// cidr parses an IPv4 CIDR whose prefix length lies in [minBits, maxBits]. Like the
+// CRD's isCIDR, host bits may be set (10.0.0.1/16 is accepted).
+func cidr(s string, minBits, maxBits int, path *field.Path, example string) (netip.Prefix, field.ErrorList) {
+	if len(s) > 43 {
+		return netip.Prefix{}, field.ErrorList{field.TooLong(path, s, 43)}
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil || !p.Addr().Is4() || p.Bits() < minBits || p.Bits() > maxBits {
+		return netip.Prefix{}, field.ErrorList{field.Invalid(path, s,
+			fmt.Sprintf("must be an IPv4 CIDR with a prefix from /%d to /%d, e.g. %s", minBits, maxBits, example))}
+	}
+	return p.Masked(), nil
+}
+
+func apiServer(a *knestv1.APIServerSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch a.ServiceType {
+	case knestv1.ServiceTypeClusterIP, knestv1.ServiceTypeNodePort, knestv1.ServiceTypeLoadBalancer:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("serviceType"), a.ServiceType,
+			[]knestv1.ServiceType{knestv1.ServiceTypeClusterIP, knestv1.ServiceTypeNodePort, knestv1.ServiceTypeLoadBalancer}))
+	}
+	if len(a.Host) > 253 {
+		errs = append(errs, field.TooLong(path.Child("host"), a.Host, 253))
+	}
+	if len(a.CertSANs) > MaxCertSANs {
+		errs = append(errs, field.TooMany(path.Child("certSANs"), len(a.CertSANs), MaxCertSANs))
+	}
+	for i, san := range a.CertSANs {
+		if len(san) > 253 {
+			errs = append(errs, field.TooLong(path.Child("certSANs").Index(i), san, 253))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,28 @@
+package validation
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/knest-dev/knest/pkg/validation/validationtest"
+)
+
+func TestNestedCluster(t *testing.T) {
+	for _, tt := range validationtest.Cases {
+		t.Run(tt.Name, func(t *testing.T) {
+			g := NewWithT(t)
+			nc := validationtest.Valid()
+			tt.Mutate(nc)
+			before := nc.DeepCopy()
+			errs := NestedCluster(nc)
+			g.Expect(nc).To(Equal(before), "validation must not modify its input")
+			if tt.Message == "" {
+				g.Expect(errs).To(BeEmpty())
+				return
+			}
+			g.Expect(errs).NotTo(BeEmpty())
+			g.Expect(errs.ToAggregate().Error()).To(And(ContainSubstring(tt.Field), ContainSubstring(tt.Message)))
+		})
+	}
+}
