@@ -83,3 +83,4 @@ $(KUBEVIRT_CRDS_DIR):
 	rm -rf $@.tmp
 	cd $(KUBEVIRT_TOOLS) && $(GO) run . -out $@.tmp
 	mv $@.tmp $@
+include hack/providers.mk

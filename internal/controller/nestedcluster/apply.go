@@ -8,6 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -25,7 +27,11 @@ const appliedHashAnnotation = "knest.dev/applied-hash"
 // apply server-side applies desired (owned by nc) unless the cached object already
 // carries the same applied hash. It reports whether it wrote.
 func (r *Reconciler) apply(ctx context.Context, nc *knestv1.NestedCluster, desired client.Object) (bool, error) {
-	if err := controllerutil.SetControllerReference(nc, desired, r.Client.Scheme()); err != nil {
+	setOwner := controllerutil.SetControllerReference
+	if ControlledByCluster(desired) {
+		setOwner = controllerutil.SetOwnerReference
+	}
+	if err := setOwner(nc, desired, r.Client.Scheme()); err != nil {
 		return false, err
 	}
 	u, err := toApplyConfiguration(desired, r.Client.Scheme())
@@ -57,6 +63,19 @@ func (r *Reconciler) apply(ctx context.Context, nc *knestv1.NestedCluster, desir
 		return false, fmt.Errorf("failed to apply %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	return true, nil
+}
+
+// ControlledByCluster tells the objects that Cluster API's Cluster controller makes
+// itself the controller of — those its infrastructureRef and controlPlaneRef name. It
+// refuses while another controller holds them ("Object ... is already owned by
+// another NestedCluster controller"), so knest is only an owner of these. The
+// apply removes a controller flag that an earlier knest set.
+func ControlledByCluster(obj client.Object) bool {
+	switch obj.(type) {
+	case *capkv1.KubevirtCluster, *controlplanev1.KubeadmControlPlane:
+		return true
+	}
+	return false
 }
 
 // toApplyConfiguration turns a typed object into the unstructured form server-side

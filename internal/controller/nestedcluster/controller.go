@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/finalizers"
 	"sigs.k8s.io/cluster-api/util/patch"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
@@ -60,14 +61,16 @@ type Reconciler struct {
 
 // SetupWithManager registers the controller. It watches every kind it creates, so
 // Cluster API's progress (status of the control plane and deployments) and any
-// deletion of an owned object bring the NestedCluster back to reconcile.
+// deletion of an owned object bring the NestedCluster back to reconcile. The
+// KubevirtCluster and KubeadmControlPlane are controlled by the Cluster, so those
+// watches match every owner, not only the controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&knestv1.NestedCluster{}).
 		Owns(&clusterv1.Cluster{}).
-		Owns(&capkv1.KubevirtCluster{}).
+		Owns(&capkv1.KubevirtCluster{}, builder.MatchEveryOwner).
 		Owns(&capkv1.KubevirtMachineTemplate{}).
-		Owns(&controlplanev1.KubeadmControlPlane{}).
+		Owns(&controlplanev1.KubeadmControlPlane{}, builder.MatchEveryOwner).
 		Owns(&bootstrapv1.KubeadmConfigTemplate{}).
 		Owns(&clusterv1.MachineDeployment{}).
 		Owns(&clusterv1.MachineHealthCheck{}).

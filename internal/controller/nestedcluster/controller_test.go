@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
 
@@ -38,6 +39,12 @@ func waitForGraph(g Gomega, nc *knestv1.NestedCluster) *cluster.Graph {
 		for _, want := range graph.Objects() {
 			got := want.DeepCopyObject().(client.Object)
 			g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(want), got)).To(Succeed(), "%T %s", want, want.GetName())
+			if nestedcluster.ControlledByCluster(want) {
+				// Cluster API's Cluster controller takes these over; knest only co-owns them.
+				g.Expect(got.GetOwnerReferences()).To(ContainElement(And(
+					HaveField("UID", current.UID), HaveField("Controller", BeNil()))), "%T %s", want, want.GetName())
+				continue
+			}
 			g.Expect(metav1.IsControlledBy(got, current)).To(BeTrue(), "%T %s is not controlled by the NestedCluster", want, want.GetName())
 		}
 	}, timeout, interval).Should(Succeed())
