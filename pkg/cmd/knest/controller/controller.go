@@ -18,6 +18,8 @@ import (
 
 type flags struct {
 	manager.Options
+	qps   float32
+	burst int
 }
 
 // NewCommand returns the controller command. It reads the host cluster's
@@ -38,6 +40,10 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fl.IntVar(&f.Concurrency, "concurrency", 10, "NestedClusters reconciled in parallel")
 	fl.StringVar(&f.MetricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it")
 	fl.StringVar(&f.HealthAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them")
+	// client-go's default (5 QPS, burst 10) makes creating 100 clusters take about a
+	// minute; see docs/benchmark.md for the figures behind these defaults.
+	fl.Float32Var(&f.qps, "kube-api-qps", 50, "Queries per second to the host API server")
+	fl.IntVar(&f.burst, "kube-api-burst", 100, "Burst of queries to the host API server")
 	fl.BoolVar(&f.LeaderElection, "leader-elect", false, "Elect a leader so several replicas can run with one active")
 	fl.StringVar(&f.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace)")
 	return cmd
@@ -51,6 +57,7 @@ func runE(cmd *cobra.Command, logger logr.Logger, f *flags) error {
 	if err != nil {
 		return fmt.Errorf("failed to load the host cluster's kubeconfig: %w", err)
 	}
+	cfg.QPS, cfg.Burst = f.qps, f.burst
 	ctrl.SetLogger(logger)
 	mgr, err := manager.New(cfg, f.Options)
 	if err != nil {

@@ -1,0 +1,276 @@
+#!/usr/bin/env bash
+# Builds the knest node image for one Kubernetes version, offline (Debian packages and
+# the Go module proxy only), with every step cached by its inputs under $KNEST_CACHE:
+#
+#   base/<hash>/       Debian root filesystem tarball, kernel, initrd   (packages only)
+#   kube/<version>/    kubelet, kubeadm, kubectl and the control-plane binaries
+#   bin/<name>-<ver>/  etcd, coredns, flanneld, the flannel CNI plugin, pause
+#   images/<hash>/     images.tar: the preloaded container images (OCI archive)
+#   out/<version>-<hash>/  disk.raw, disk.qcow2, vmlinuz, initrd.img, manifest.json,
+#                      node-containerdisk.tar, node-kernel.tar (OCI archives)
+#   out/<version>      symlink to the newest complete output of that version
+#
+# A step writes to a .tmp path and renames it when complete, so an interrupted build
+# never leaves an output that a later build takes as finished.
+#
+# usage: KNEST_CACHE=... KUBE_VERSION=v1.34.3 images/build.sh
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+cache=${KNEST_CACHE:?KNEST_CACHE must be set}/node-image
+version=${KUBE_VERSION:?KUBE_VERSION must be set (e.g. v1.34.3)}
+GO=${GO:-go}
+export GO
+# Kubernetes minors the pinned Cluster API release (v1.11) supports for workload
+# clusters, per its book (docs/book/src/reference/versions.md).
+min_minor=${KNEST_MIN_MINOR:-28}
+max_minor=${KNEST_MAX_MINOR:-34}
+min_free_gib=${KNEST_MIN_FREE_GIB:-15}
+
+log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'ERROR: %s\n' "$*" >&2; exit 1; }
+
+# --- preflight: fail before any work with a message saying what to do -------------
+if ! [[ $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]]; then
+	die "KUBE_VERSION=$version is not of the form v1.MINOR.PATCH (e.g. v1.34.3)"
+fi
+minor=${BASH_REMATCH[1]}
+if ((minor < min_minor || minor > max_minor)); then
+	die "Kubernetes $version is not supported: the node image supports v1.$min_minor.x to v1.$max_minor.x (what Cluster API v1.11 supports for workload clusters)"
+fi
+missing=()
+for tool in mmdebstrap mkfs.ext4 qemu-img tar sha256sum "$GO"; do
+	command -v "$tool" >/dev/null || missing+=("$tool")
+done
+if ((${#missing[@]})); then
+	die "missing tools: ${missing[*]}; on Debian: apt-get install mmdebstrap e2fsprogs qemu-utils (and Go from go.dev)"
+fi
+[ "$(id -u)" = 0 ] || die "the node image build runs as root (mmdebstrap --mode=root, file ownership in the disk image)"
+mkdir -p "$cache"
+free_gib=$(($(df --output=avail -k "$cache" | tail -1) / 1024 / 1024))
+if ((free_gib < min_free_gib)); then
+	die "only ${free_gib} GiB free under $cache; the build needs about ${min_free_gib} GiB (free space or set KNEST_CACHE elsewhere)"
+fi
+
+# hash_inputs prints a short digest of files and strings.
+hash_inputs() {
+	local x
+	for x in "$@"; do
+		if [ -d "$x" ]; then
+			(cd "$x" && find . -print0 | LC_ALL=C sort -z | xargs -0 -r sh -c 'for f; do if [ -L "$f" ]; then echo "L $f $(readlink "$f")"; elif [ -f "$f" ]; then echo "F $f $(stat -c %a "$f") $(sha256sum <"$f")"; else echo "D $f"; fi; done' _)
+		elif [ -f "$x" ]; then
+			echo "F $(sha256sum <"$x")"
+		else
+			echo "S $x"
+		fi
+	done | sha256sum | cut -c1-16
+}
+
+# step DIR CMD...: runs CMD with $tmp set to DIR.tmp unless DIR exists, then renames.
+step() {
+	local dir=$1
+	shift
+	if [ -e "$dir" ]; then
+		return 0
+	fi
+	tmp=$dir.tmp
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	if ! "$@"; then
+		rm -rf "$tmp"
+		die "step $(basename "$dir") failed"
+	fi
+	mv "$tmp" "$dir"
+}
+
+# --- 1. base root filesystem ---------------------------------------------------------
+base_hash=$(hash_inputs "$here/rootfs/packages.txt" "$here/scripts/build-rootfs.sh" "${DEBIAN_SUITE:-bookworm}")
+base=$cache/base/$base_hash
+build_base() {
+	log "building the Debian root filesystem (mmdebstrap, several minutes)"
+	"$here/scripts/build-rootfs.sh" "$tmp"
+}
+step "$base" build_base
+log "base root filesystem: $base"
+
+# --- 2. Kubernetes binaries ----------------------------------------------------------
+kube=$cache/kube/$version
+kube_bins=(kubelet kubeadm kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy)
+log "Kubernetes $version binaries (built from k8s.io/kubernetes; about 15 minutes the first time)"
+KUBE_REUSE_DIR=${KNEST_CACHE}/testbin/$version "$here/scripts/build-kube.sh" "$version" "$cache/kube-mod/$version" "$kube" "${kube_bins[@]}"
+
+# --- 3. image references -------------------------------------------------------------
+mapfile -t kubeadm_images < <("$kube/kubeadm" config images list --kubernetes-version "$version")
+image_ref() {
+	local i
+	for i in "${kubeadm_images[@]}"; do
+		case $i in */"$1":*) echo "$i"; return ;; esac
+	done
+	die "kubeadm $version lists no $1 image (got: ${kubeadm_images[*]})"
+}
+etcd_ref=$(image_ref etcd)
+coredns_ref=$(image_ref coredns)
+pause_ref=$(image_ref pause)
+flannel_const() { sed -n 's/^\s*'"$1"'\s*=\s*"\(.*\)"$/\1/p' "$repo/pkg/cluster/flannel.go"; }
+flannel_ref=$(flannel_const FlannelImage)
+flannel_cni_ref=$(flannel_const FlannelCNIPluginImage)
+[ -n "$flannel_ref" ] && [ -n "$flannel_cni_ref" ] || die "cannot read the flannel image constants from pkg/cluster/flannel.go"
+tag() { echo "${1##*:}"; }
+etcd_version=v$(tag "$etcd_ref" | sed 's/-[0-9]*$//')
+coredns_version=$(tag "$coredns_ref")
+flannel_version=$(tag "$flannel_ref")
+# The flannel CNI plugin's own repository is not served by the Go module proxy; the
+# plugin lived in containernetworking/plugins until v0.9.1, which is what we build.
+flannel_cni_version=${FLANNEL_CNI_VERSION:-v0.9.1}
+
+# --- 4. component binaries -----------------------------------------------------------
+bin=$cache/bin
+"$here/scripts/build-gomod.sh" go.etcd.io/etcd/server/v3 "$etcd_version" go.etcd.io/etcd/server/v3 \
+	"$cache/mod/etcd-$etcd_version" "$bin/etcd-$etcd_version/etcd"
+"$here/scripts/build-gomod.sh" github.com/coredns/coredns "$coredns_version" github.com/coredns/coredns \
+	"$cache/mod/coredns-$coredns_version" "$bin/coredns-$coredns_version/coredns"
+# Two of flanneld's cloud-backend dependencies are not served by the module proxy:
+# tencentcloud common at the required version (a newer one is), and the VPC package at
+# any version (a compile-only stub in images/stubs; knest runs flannel's VXLAN backend).
+GOMOD_EXTRA="replace github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common => github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/common v1.3.210
+replace github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc => $here/stubs/tencentcloud-vpc" CGO=1 \
+"$here/scripts/build-gomod.sh" github.com/flannel-io/flannel "$flannel_version" github.com/flannel-io/flannel \
+	"$cache/mod/flannel-$flannel_version" "$bin/flannel-$flannel_version/flanneld" \
+	"-X github.com/flannel-io/flannel/pkg/version.Version=$flannel_version"
+"$here/scripts/build-gomod.sh" github.com/containernetworking/plugins "$flannel_cni_version" \
+	github.com/containernetworking/plugins/plugins/meta/flannel \
+	"$cache/mod/cni-plugins-$flannel_cni_version" "$bin/cni-flannel-$flannel_cni_version/flannel"
+tools_hash=$(hash_inputs "$here/tools/go.mod" "$here/tools/go.sum" "$here/tools/cmd")
+tools=$cache/tools/$tools_hash
+build_tools() {
+	(cd "$here/tools" && CGO_ENABLED=0 $GO build -trimpath -ldflags '-s -w' -o "$tmp/" ./cmd/...)
+}
+step "$tools" build_tools
+
+# --- 5. preloaded images -------------------------------------------------------------
+# Userland some images need (kube-proxy and flanneld call iptables; the flannel
+# manifests' init containers call cp) comes from Debian packages in the base.
+utils=$cache/utils/$base_hash
+build_utils() {
+	local root=$tmp/rootfs
+	mkdir -p "$root" "$tmp/tree"
+	tar --numeric-owner -xpf "$base/rootfs.tar" -C "$root"
+	local t=$tmp/tree
+	mkdir -p "$t/usr/sbin" "$t/usr/bin" "$t/bin" "$t/etc"
+	cp -a "$root/usr/sbin/xtables-nft-multi" "$t/usr/sbin/"
+	for n in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
+		ln -s xtables-nft-multi "$t/usr/sbin/$n"
+	done
+	cp -a "$root/usr/bin/busybox" "$t/bin/busybox"
+	for n in sh cp mv rm ls cat mkdir ln echo sleep; do ln -s busybox "$t/bin/$n"; done
+	# The shared libraries xtables-nft-multi links and its dlopen()ed extensions.
+	local libs
+	libs=$(chroot "$root" /usr/bin/ldd /usr/sbin/xtables-nft-multi | grep -o '/[^ ]*')
+	local l
+	for l in $libs /lib64/ld-linux-x86-64.so.2; do
+		mkdir -p "$t/$(dirname "$l")"
+		cp -L "$root/$l" "$t/$l"
+	done
+	mkdir -p "$t/usr/lib/x86_64-linux-gnu"
+	cp -a "$root/usr/lib/x86_64-linux-gnu/xtables" "$t/usr/lib/x86_64-linux-gnu/"
+	[ -f "$root/etc/ethertypes" ] && cp "$root/etc/ethertypes" "$t/etc/" || true
+	rm -rf "$root"
+}
+step "$utils" build_utils
+
+images_hash=$(hash_inputs "${kubeadm_images[*]} $flannel_ref $flannel_cni_ref" "$tools" "$utils" \
+	"$kube/kube-apiserver" "$kube/kube-controller-manager" "$kube/kube-scheduler" "$kube/kube-proxy" \
+	"$bin/etcd-$etcd_version/etcd" "$bin/coredns-$coredns_version/coredns" \
+	"$bin/flannel-$flannel_version/flanneld" "$bin/cni-flannel-$flannel_cni_version/flannel")
+images=$cache/images/$images_hash
+build_images() {
+	local k=$kube
+	cat >"$tmp/spec.json" <<EOF
+{"images": [
+ {"ref": "$(image_ref kube-apiserver)", "layers": [{"files": [{"src": "$k/kube-apiserver", "dst": "/usr/local/bin/kube-apiserver", "mode": "0755"}]}]},
+ {"ref": "$(image_ref kube-controller-manager)", "layers": [{"files": [{"src": "$k/kube-controller-manager", "dst": "/usr/local/bin/kube-controller-manager", "mode": "0755"}]}]},
+ {"ref": "$(image_ref kube-scheduler)", "layers": [{"files": [{"src": "$k/kube-scheduler", "dst": "/usr/local/bin/kube-scheduler", "mode": "0755"}]}]},
+ {"ref": "$(image_ref kube-proxy)", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$k/kube-proxy", "dst": "/usr/local/bin/kube-proxy", "mode": "0755"}]}]},
+ {"ref": "$etcd_ref", "layers": [{"files": [{"src": "$bin/etcd-$etcd_version/etcd", "dst": "/usr/local/bin/etcd", "mode": "0755"}]}]},
+ {"ref": "$coredns_ref", "layers": [{"files": [{"src": "$bin/coredns-$coredns_version/coredns", "dst": "/coredns", "mode": "0755"}]}], "entrypoint": ["/coredns"]},
+ {"ref": "$pause_ref", "layers": [{"files": [{"src": "$tools/pause", "dst": "/pause", "mode": "0755"}]}], "entrypoint": ["/pause"]},
+ {"ref": "$flannel_ref", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$bin/flannel-$flannel_version/flanneld", "dst": "/opt/bin/flanneld", "mode": "0755"}]}], "entrypoint": ["/opt/bin/flanneld"]},
+ {"ref": "$flannel_cni_ref", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$bin/cni-flannel-$flannel_cni_version/flannel", "dst": "/flannel", "mode": "0755"}]}]}
+]}
+EOF
+	log "writing the preloaded images archive"
+	"$tools/ociimage" containers -spec "$tmp/spec.json" -out "$tmp/images.tar"
+	printf '%s\n' "${kubeadm_images[@]}" "$flannel_ref" "$flannel_cni_ref" >"$tmp/refs.txt"
+}
+step "$images" build_images
+
+# --- 6. disk, kernel, containerDisk archives, manifest -------------------------------
+out_hash=$(hash_inputs "$base_hash" "$images_hash" "$tools_hash" "$version" "$here/rootfs/overlay" "$here/rootfs/templates" "$0" \
+	"$kube/kubelet" "$kube/kubeadm" "$kube/kubectl")
+out=$cache/out/$version-$out_hash
+image_repo=${NODE_IMAGE_REPOSITORY:-knest/node}
+kernel_repo=${NODE_KERNEL_REPOSITORY:-knest/node-kernel}
+build_disk() {
+	local root=$tmp/rootfs
+	mkdir -p "$root"
+	log "assembling the root filesystem"
+	tar --xattrs --xattrs-include='*' --numeric-owner -xpf "$base/rootfs.tar" -C "$root"
+	cp -a "$here/rootfs/overlay/." "$root/"
+	systemctl --root="$root" --quiet enable systemd-networkd systemd-resolved containerd ssh kubelet knest-preload-images
+	install -m 0755 "$kube/kubelet" "$kube/kubeadm" "$kube/kubectl" "$root/usr/bin/"
+	sed "s#@PAUSE_IMAGE@#$pause_ref#" "$here/rootfs/templates/containerd-config.toml" >"$root/etc/containerd/config.toml"
+	mkdir -p "$root/opt/cni/bin" "$root/etc/cni/net.d" "$root/var/lib/knest/images" "$root/etc/knest"
+	local p
+	for p in "$root"/usr/lib/cni/*; do ln -sf "/usr/lib/cni/$(basename "$p")" "$root/opt/cni/bin/"; done
+	cp "$images/images.tar" "$root/var/lib/knest/images/images.tar"
+	write_manifest >"$root/etc/knest/manifest.json"
+	cp "$root/etc/knest/manifest.json" "$tmp/manifest.json"
+
+	# The filesystem gets room for the unpacked images, etcd and logs on top of its
+	# content; the raw file is sparse and the qcow2 holds only what is used.
+	local used_mib size_mib
+	used_mib=$(du -sm "$root" | cut -f1)
+	size_mib=$((used_mib * 2 + ${KNEST_DISK_HEADROOM_MIB:-3072}))
+	log "making a ${size_mib} MiB ext4 filesystem from ${used_mib} MiB of content"
+	mkfs.ext4 -q -L knest-root -d "$root" "$tmp/disk.raw" "${size_mib}M"
+	rm -rf "$root"
+	cp "$base/vmlinuz" "$base/initrd.img" "$tmp/"
+	log "converting to qcow2"
+	qemu-img convert -c -O qcow2 "$tmp/disk.raw" "$tmp/disk.qcow2"
+	log "writing the containerDisk archives"
+	"$tools/ociimage" containerdisk -ref "$image_repo:$version" -disk "$tmp/disk.qcow2" -out "$tmp/node-containerdisk.tar"
+	"$tools/ociimage" kernelboot -ref "$kernel_repo:$version" -kernel "$tmp/vmlinuz" -initrd "$tmp/initrd.img" -out "$tmp/node-kernel.tar"
+}
+write_manifest() {
+	local pkgs
+	pkgs=$(grep -E '^(containerd|runc|containernetworking-plugins|cloud-init|linux-image-[0-9].*|systemd|openssh-server|qemu-guest-agent|iptables)=' "$base/packages.lock" |
+		sed 's/^\(.*\)=\(.*\)$/    "\1": "\2"/' | paste -sd, - | sed 's/,/,\n/g')
+	local refs
+	refs=$(sed 's/.*/    "&"/' "$images/refs.txt" | paste -sd, - | sed 's/,/,\n/g')
+	cat <<EOF
+{
+  "kubernetesVersion": "$version",
+  "debianSuite": "${DEBIAN_SUITE:-bookworm}",
+  "image": "$image_repo:$version",
+  "kernelImage": "$kernel_repo:$version",
+  "kernelPath": "/boot/vmlinuz",
+  "initrdPath": "/boot/initrd.img",
+  "kernelArgs": "root=LABEL=knest-root ro console=ttyS0",
+  "criSocket": "unix:///var/run/containerd/containerd.sock",
+  "cgroupDriver": "systemd",
+  "flannelCNIPluginSource": "github.com/containernetworking/plugins/plugins/meta/flannel@$flannel_cni_version",
+  "packages": {
+$pkgs
+  },
+  "images": [
+$refs
+  ]
+}
+EOF
+}
+step "$out" build_disk
+ln -sfn "$(basename "$out")" "$cache/out/$version.tmp"
+mv -T "$cache/out/$version.tmp" "$cache/out/$version"
+log "node image $version: $cache/out/$version"
+ls -l "$cache/out/$version/" >&2
