@@ -83,4 +83,17 @@ $(KUBEVIRT_CRDS_DIR):
 	rm -rf $@.tmp
 	cd $(KUBEVIRT_TOOLS) && $(GO) run . -out $@.tmp
 	mv $@.tmp $@
+include images/node-image.mk
+
+##@ Benchmark
+
+# Extra flags for hack/bench, e.g. BENCH_FLAGS='-n 100 -runs 1 -qps -1'.
+BENCH_FLAGS ?=
+BENCH_REPORT ?= bin/bench-report.md
+
+.PHONY: bench
+bench: testbin ## Benchmark the controller against the test bed (docs/benchmark.md; BENCH_FLAGS, BENCH_REPORT).
+	$(GO) build -o bin/bench ./hack/bench
+	KNEST_TESTBIN=$(TESTBIN_DIR) KNEST_KUBEVIRT_CRDS=$(KUBEVIRT_CRDS_DIR) \
+		bin/bench -out $(BENCH_REPORT) $(BENCH_FLAGS)
 include hack/providers.mk
