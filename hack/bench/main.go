@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -34,6 +35,10 @@ import (
 )
 
 type options struct {
+	// args are the command-line arguments (those of the saved run with -results).
+	args          []string
+	sizesFlag     string
+	results       string
 	sizes         []int
 	runs          int
 	out           string
@@ -56,13 +61,11 @@ type options struct {
 	childN      int
 }
 
-func main() {
-	o := options{}
-	var sizes string
-	fs := flag.CommandLine
-	fs.StringVar(&sizes, "n", "100,500", "Comma-separated numbers of NestedClusters to create at once")
+func registerFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.sizesFlag, "n", "100,500", "Comma-separated numbers of NestedClusters to create at once")
 	fs.IntVar(&o.runs, "runs", 3, "Runs per size, each on a fresh test bed")
-	fs.StringVar(&o.out, "out", "", "Also write the report as markdown to this file")
+	fs.StringVar(&o.out, "out", "", "Also write the report as markdown to this file, and the raw results as JSON next to it")
+	fs.StringVar(&o.results, "results", "", "Do not run: re-render the report of a results JSON file that -out wrote")
 	fs.IntVar(&o.concurrency, "concurrency", 10, "Controller concurrency (manager.Options.Concurrency); 10 is `knest controller`'s default")
 	fs.Float64Var(&o.qps, "qps", 0, "QPS of the controller's rest.Config; 0 keeps client-go's default (5 QPS, burst 10, per API resource), which is what `knest controller` runs with; -1 disables client-side rate limiting")
 	fs.IntVar(&o.burst, "burst", 0, "Burst of the controller's rest.Config; 0 keeps client-go's default (10)")
@@ -77,19 +80,29 @@ func main() {
 	fs.StringVar(&o.controllerKubeconfig, "controller-kubeconfig", "", "Internal: run only the controller against this kubeconfig")
 	fs.StringVar(&o.childResult, "child-result", "", "Internal: run once and write the result as JSON to this file")
 	fs.IntVar(&o.childN, "child-n", 0, "Internal: the size of the child run")
+}
+
+func main() {
+	o := options{args: os.Args[1:]}
+	registerFlags(flag.CommandLine, &o)
 	flag.Parse()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
 	var err error
-	if o.controllerKubeconfig != "" {
+	switch {
+	case o.controllerKubeconfig != "":
 		setLogger()
 		err = serveController(ctx, o.controllerKubeconfig, o.controllerOptions())
-	} else if o.childResult != "" {
+	case o.childResult != "":
 		err = child(ctx, o)
-	} else if o.sizes, err = parseSizes(sizes); err == nil {
-		err = parent(ctx, o, os.Args[1:])
+	case o.results != "":
+		err = rerender(o, o.results)
+	default:
+		if o.sizes, err = parseSizes(o.sizesFlag); err == nil {
+			err = parent(ctx, o)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
@@ -160,7 +173,7 @@ func child(ctx context.Context, o options) error {
 }
 
 // parent runs every (size, run) as a child process and reports.
-func parent(ctx context.Context, o options, args []string) error {
+func parent(ctx context.Context, o options) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -183,7 +196,7 @@ func parent(ctx context.Context, o options, args []string) error {
 			}
 			fmt.Fprintf(os.Stderr, "N=%d run %d/%d: starting a fresh test bed...\n", n, r, o.runs)
 			path := filepath.Join(dir, fmt.Sprintf("n%d-r%d.json", n, r))
-			cmd := exec.CommandContext(ctx, self, append(append([]string{}, args...), "-child-result", path, "-child-n", strconv.Itoa(n))...)
+			cmd := exec.CommandContext(ctx, self, append(append([]string{}, o.args...), "-child-result", path, "-child-n", strconv.Itoa(n))...)
 			// On interrupt let the child stop its test bed rather than kill it.
 			cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 			cmd.WaitDelay = time.Minute
@@ -207,6 +220,60 @@ func parent(ctx context.Context, o options, args []string) error {
 		}
 	}
 
+	if o.out != "" {
+		// The raw results, to re-render the report (-results) without running again.
+		if err := writeResults(strings.TrimSuffix(o.out, filepath.Ext(o.out))+".json", o, m, results, failures); err != nil {
+			return err
+		}
+	}
+	return writeReport(o, m, results, failures)
+}
+
+// savedResults is what -out saves next to the report and -results reads.
+type savedResults struct {
+	Args     []string             `json:"args"`
+	Machine  machine              `json:"machine"`
+	Results  map[int][]*runResult `json:"results"`
+	Failures []string             `json:"failures"`
+}
+
+func writeResults(path string, o options, m machine, results map[int][]*runResult, failures []string) error {
+	b, err := json.MarshalIndent(savedResults{Args: o.args, Machine: m, Results: results, Failures: failures}, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// rerender prints (and with -out writes) the report of a saved results file.
+func rerender(o options, path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var saved savedResults
+	if err := json.Unmarshal(b, &saved); err != nil {
+		return err
+	}
+	// The settings are those of the run that produced the results.
+	fs := flag.NewFlagSet("saved", flag.ContinueOnError)
+	ro := o
+	registerFlags(fs, &ro)
+	if err := fs.Parse(saved.Args); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	ro.args, ro.out, ro.sizes = saved.Args, o.out, nil
+	for n := range saved.Results {
+		ro.sizes = append(ro.sizes, n)
+	}
+	slices.Sort(ro.sizes)
+	return writeReport(ro, saved.Machine, saved.Results, saved.Failures)
+}
+
+func writeReport(o options, m machine, results map[int][]*runResult, failures []string) error {
 	rep := buildReport(o, m, results, failures)
 	fmt.Println(rep.text())
 	if o.out != "" {

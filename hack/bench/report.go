@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -72,7 +71,7 @@ var metrics = []metric{
 		value: func(r *runResult) float64 { return r.GraphSeconds }},
 	{name: "  and every status.observedGeneration is current", unit: "s", digits: 1,
 		value: func(r *runResult) float64 { return r.StatusSeconds }},
-	{name: "Controller writes per cluster (create)", digits: 2,
+	{name: "Controller writes per cluster (create)", digits: 3,
 		value:  func(r *runResult) float64 { return float64(r.CreateWrites) / float64(r.N) },
 		target: atMost(15, "")},
 	{name: "  failed writes (status >= 400), total", digits: 0,
@@ -111,7 +110,7 @@ var metrics = []metric{
 func buildReport(o options, m machine, results map[int][]*runResult, failures []string) *report {
 	rep := &report{intro: []string{
 		fmt.Sprintf("Date: %s", time.Now().UTC().Format("2006-01-02 15:04 UTC")),
-		fmt.Sprintf("Command: %s", strings.Join(append([]string{"bench"}, os.Args[1:]...), " ")),
+		fmt.Sprintf("Command: %s", strings.Join(append([]string{"bench"}, o.args...), " ")),
 		fmt.Sprintf("Machine: %d CPUs (%s), %s RAM, Linux %s, %s", m.CPUs, m.CPUModel, m.MemTotal, m.Kernel, m.Go),
 		fmt.Sprintf("Settings: %s; idle = no controller write for %s; at rest measured for %s", describeSettings(o), o.idle, o.rest),
 		"Each run: fresh child process, fresh etcd + kube-apiserver + kube-controller-manager, N NestedClusters with one worker pool created at once.",
