@@ -247,13 +247,35 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 			},
 			KubeadmConfigSpec: bootstrapv1.KubeadmConfigSpec{
 				ClusterConfiguration: bootstrapv1.ClusterConfiguration{
-					APIServer: bootstrapv1.APIServer{CertSANs: sans},
+					APIServer:         bootstrapv1.APIServer{CertSANs: sans},
+					ControllerManager: bootstrapv1.ControllerManager{ExtraArgs: leaderElectionArgs()},
+					Scheduler:         bootstrapv1.Scheduler{ExtraArgs: leaderElectionArgs()},
 				},
-				InitConfiguration: bootstrapv1.InitConfiguration{NodeRegistration: nodeRegistration},
-				JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration},
+				InitConfiguration: bootstrapv1.InitConfiguration{NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts()},
+				JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts()},
 			},
 		},
 	}
+}
+
+// leaderElectionArgs lengthen kube-controller-manager's and kube-scheduler's leader
+// election (defaults: lease 15 s, renew 10 s, retry 2 s). Tenant control planes share
+// oversubscribed hosts; with the defaults a slow etcd write makes both components lose
+// their lease and restart in a loop, and the cluster never gets past its first
+// DaemonSets. Fail-over takes up to a minute instead of 15 s.
+func leaderElectionArgs() []bootstrapv1.Arg {
+	return []bootstrapv1.Arg{
+		{Name: "leader-elect-lease-duration", Value: ptr("60s")},
+		{Name: "leader-elect-renew-deadline", Value: ptr("45s")},
+		{Name: "leader-elect-retry-period", Value: ptr("5s")},
+	}
+}
+
+// controlPlaneTimeouts give kubeadm 10 minutes (default 4) for the control-plane
+// components' first health check: a VM that boots slowly must not fail `kubeadm init`
+// and be replaced, which starts the same slow boot again.
+func controlPlaneTimeouts() bootstrapv1.Timeouts {
+	return bootstrapv1.Timeouts{ControlPlaneComponentHealthCheckSeconds: ptr(int32(600))}
 }
 
 func (r renderer) pool(p knestv1.WorkerPool) (Pool, error) {

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	"sigs.k8s.io/yaml"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
@@ -108,7 +109,11 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	g.Expect(*graph.Cluster.Spec.Paused).To(BeTrue())
 	g.Expect(string(graph.KubevirtCluster.Spec.ControlPlaneServiceTemplate.Spec.Type)).To(Equal("LoadBalancer"))
 	g.Expect(graph.KubevirtCluster.Spec.ControlPlaneEndpoint.Host).To(Equal("api.example.com"))
-	g.Expect(graph.ControlPlane.Spec.KubeadmConfigSpec.ClusterConfiguration.APIServer.CertSANs).To(Equal([]string{"10.0.0.1", "api.example.com"}))
+	kcs := graph.ControlPlane.Spec.KubeadmConfigSpec
+	g.Expect(kcs.ClusterConfiguration.APIServer.CertSANs).To(Equal([]string{"10.0.0.1", "api.example.com"}))
+	g.Expect(kcs.ClusterConfiguration.ControllerManager.ExtraArgs).To(ContainElement(bootstrapv1.Arg{Name: "leader-elect-renew-deadline", Value: ptr("45s")}))
+	g.Expect(kcs.ClusterConfiguration.Scheduler.ExtraArgs).To(Equal(kcs.ClusterConfiguration.ControllerManager.ExtraArgs))
+	g.Expect(*kcs.InitConfiguration.Timeouts.ControlPlaneComponentHealthCheckSeconds).To(Equal(int32(600)))
 
 	cp := graph.ControlPlaneTemplate.Spec.Template.Spec
 	g.Expect(cp.BootstrapCheckSpec.CheckStrategy).To(Equal("none"))
