@@ -1,0 +1,214 @@
+package standin
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+)
+
+// machine is what one VMI becomes: a qemu process with software emulation (TCG),
+// direct kernel boot, a copy-on-write overlay of the node image as its root disk, a
+// cloud-init seed disk and a virtio NIC on the stand-in's bridge.
+type machine struct {
+	cpus    int
+	memMiB  int64
+	image   nodeImage
+	cmdline string
+	seed    string // ISO path
+	tap     string
+	mac     string
+	dir     string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	exitErr error
+}
+
+// machineSpec reads CPU, memory, root image, kernel command line and cloud-init from
+// a VMI spec the way KubeVirt does for the fields CAPK templates use. Anything the
+// stand-in cannot run is an error, reported on the VMI.
+func machineSpec(vmi *kubevirtv1.VirtualMachineInstance, imagesRoot string) (*machine, *kubevirtv1.Volume, error) {
+	spec := vmi.Spec
+	m := &machine{cpus: 1, memMiB: 1024}
+	if c := spec.Domain.CPU; c != nil {
+		m.cpus = int(max(c.Cores, 1) * max(c.Sockets, 1) * max(c.Threads, 1))
+	} else if q, ok := spec.Domain.Resources.Requests["cpu"]; ok {
+		m.cpus = int(max(q.Value(), 1))
+	}
+	var mem *resource.Quantity
+	if spec.Domain.Memory != nil && spec.Domain.Memory.Guest != nil {
+		mem = spec.Domain.Memory.Guest
+	} else if q, ok := spec.Domain.Resources.Requests["memory"]; ok {
+		mem = &q
+	}
+	if mem != nil {
+		m.memMiB = mem.Value() / (1 << 20)
+	}
+
+	var rootRef string
+	var seed *kubevirtv1.Volume
+	for i := range spec.Volumes {
+		v := &spec.Volumes[i]
+		switch {
+		case v.ContainerDisk != nil:
+			if rootRef != "" {
+				return nil, nil, fmt.Errorf("volume %s: the stand-in runs one containerDisk per VM", v.Name)
+			}
+			rootRef = v.ContainerDisk.Image
+		case v.CloudInitConfigDrive != nil || v.CloudInitNoCloud != nil:
+			seed = v
+		default:
+			return nil, nil, fmt.Errorf("volume %s: the stand-in supports containerDisk, cloudInitConfigDrive and cloudInitNoCloud volumes only (DataVolumes need CDI)", v.Name)
+		}
+	}
+	if rootRef == "" {
+		return nil, nil, fmt.Errorf("no containerDisk volume: nothing to boot")
+	}
+	img, err := resolveImage(imagesRoot, rootRef)
+	if err != nil {
+		return nil, nil, err
+	}
+	m.image, m.cmdline = img, img.KernelArgs
+	// The node image's disk has no bootloader: it always boots its own kernel directly.
+	// A kernelBoot image must name the same node image; its kernel arguments win.
+	if fw := spec.Domain.Firmware; fw != nil && fw.KernelBoot != nil {
+		kb := fw.KernelBoot
+		if kb.Container != nil {
+			kimg, err := resolveImage(imagesRoot, kb.Container.Image)
+			if err != nil {
+				return nil, nil, err
+			}
+			m.image.Dir = kimg.Dir
+		}
+		if kb.KernelArgs != "" {
+			m.cmdline = kb.KernelArgs
+		}
+	}
+	return m, seed, nil
+}
+
+func (m *machine) start(name string) error {
+	overlay := filepath.Join(m.dir, "root.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", m.image.disk(), overlay).CombinedOutput(); err != nil {
+		return fmt.Errorf("qemu-img create: %v: %s", err, out)
+	}
+	console, err := os.Create(filepath.Join(m.dir, "console.log"))
+	if err != nil {
+		return err
+	}
+	args := []string{
+		"-name", name, "-machine", "q35,accel=tcg", "-cpu", "max",
+		"-smp", strconv.Itoa(m.cpus), "-m", strconv.FormatInt(m.memMiB, 10),
+		"-nographic", "-serial", "file:" + console.Name(), "-monitor", "none", "-no-reboot",
+		"-kernel", m.image.kernel(), "-initrd", m.image.initrd(), "-append", m.cmdline,
+		"-drive", "if=virtio,format=qcow2,discard=unmap,cache=unsafe,file=" + overlay,
+		"-drive", "if=virtio,format=raw,readonly=on,file=" + m.seed,
+		"-netdev", "tap,id=n0,ifname=" + m.tap + ",script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=n0,mac=" + m.mac,
+		"-object", "rng-random,id=rng0,filename=/dev/urandom", "-device", "virtio-rng-pci,rng=rng0",
+	}
+	m.cmd = exec.Command("qemu-system-x86_64", args...)
+	m.cmd.Stdout, m.cmd.Stderr = console, console
+	// No VM outlives the stand-in, as no VM outlives its virt-launcher pod.
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := m.cmd.Start(); err != nil {
+		console.Close()
+		return fmt.Errorf("failed to start qemu: %w", err)
+	}
+	m.done = make(chan struct{})
+	go func() {
+		m.exitErr = m.cmd.Wait()
+		console.Close()
+		close(m.done)
+	}()
+	return nil
+}
+
+func (m *machine) exited() bool {
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends qemu and waits for it: the domain is destroyed, not shut down, as
+// KubeVirt does once the grace period is over.
+func (m *machine) stop() {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return
+	}
+	_ = m.cmd.Process.Kill()
+	select {
+	case <-m.done:
+	case <-time.After(30 * time.Second):
+	}
+}
+
+// pid is the qemu process id, for tests that kill a VM from outside.
+func (m *machine) pid() int {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
+
+// writeSeed builds the cloud-init disk KubeVirt would attach: a ConfigDrive (volume
+// label config-2, openstack/latest/{meta_data.json,user_data,network_data.json}) or a
+// NoCloud seed (label cidata, meta-data, user-data, network-config). The hostname is
+// the VMI's name, which is what makes the tenant Node's name equal the VM's name.
+func writeSeed(dir string, vmi *kubevirtv1.VirtualMachineInstance, configDrive bool, userData, networkData []byte) (string, error) {
+	root := filepath.Join(dir, "seed")
+	if err := os.RemoveAll(root); err != nil {
+		return "", err
+	}
+	hostname := vmi.Name
+	if vmi.Spec.Hostname != "" {
+		hostname = vmi.Spec.Hostname
+	}
+	instanceID := vmi.Name + "." + vmi.Namespace
+	files := map[string][]byte{}
+	label := "cidata"
+	if configDrive {
+		label = "config-2"
+		meta, err := json.Marshal(map[string]string{"instance_id": instanceID, "hostname": hostname, "uuid": string(vmi.UID)})
+		if err != nil {
+			return "", err
+		}
+		files["openstack/latest/meta_data.json"] = meta
+		files["openstack/latest/user_data"] = userData
+		if networkData != nil {
+			files["openstack/latest/network_data.json"] = networkData
+		}
+	} else {
+		files["meta-data"] = []byte(fmt.Sprintf("instance-id: %s\nlocal-hostname: %s\n", instanceID, hostname))
+		files["user-data"] = userData
+		if networkData != nil {
+			files["network-config"] = networkData
+		}
+	}
+	for name, data := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			return "", err
+		}
+	}
+	iso := filepath.Join(dir, "seed.iso")
+	if out, err := exec.Command("genisoimage", "-quiet", "-output", iso, "-volid", label, "-joliet", "-rock", root).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("genisoimage (apt-get install genisoimage): %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	// The bootstrap data holds the cluster's CA key: keep only the ISO qemu needs.
+	return iso, os.RemoveAll(root)
+}
