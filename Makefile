@@ -97,3 +97,5 @@ bench: testbin ## Benchmark the controller against the test bed (docs/benchmark.
 	KNEST_TESTBIN=$(TESTBIN_DIR) KNEST_KUBEVIRT_CRDS=$(KUBEVIRT_CRDS_DIR) \
 		bin/bench -out $(BENCH_REPORT) $(BENCH_FLAGS)
 include hack/providers.mk
+include hack/e2e.mk
+include hack/kind.mk

@@ -1,0 +1,339 @@
+//go:build e2e
+
+package tenant_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/portforward"
+	"k8s.io/client-go/transport/spdy"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+// tenantClient is an admin client of a tenant cluster, from `knest kubeconfig`.
+// Locally the endpoint (the `<cluster>-lb` ClusterIP) is reachable from this process;
+// on a real host cluster the suite port-forwards to the control-plane VM's pod, as a
+// user outside the host network would (knest kubeconfig --server).
+func tenantClient(t *testing.T, key client.ObjectKey) tenant {
+	t.Helper()
+	path := filepath.Join(s.stateDir, key.Namespace+"-"+key.Name+".kubeconfig")
+	args := []string{"kubeconfig", key.Name, "-n", key.Namespace, "--output-file", path}
+	if s.local == nil {
+		port := portForward(t, key)
+		args = append(args, "--server", fmt.Sprintf("https://127.0.0.1:%d", port))
+	}
+	if _, err := knestCmd(t, t.Context(), args...); err != nil {
+		t.Fatalf("knest kubeconfig: %v", err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Timeout = 30 * time.Second
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tenant{Client: c, cfg: cfg}
+}
+
+// tenant is an admin client of a tenant cluster and its config.
+type tenant struct {
+	client.Client
+	cfg *rest.Config
+}
+
+// portForward forwards a local port to port 6443 of a pod the `<cluster>-lb`
+// Service selects (KubeVirt's virt-launcher pod carries the VM's labels).
+func portForward(t *testing.T, key client.ObjectKey) int {
+	t.Helper()
+	ctx := t.Context()
+	svc := &corev1.Service{}
+	if err := s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name + "-lb"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	pods := &corev1.PodList{}
+	if err := s.host.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels(svc.Spec.Selector)); err != nil || len(pods.Items) == 0 {
+		t.Fatalf("no pod behind %s (err %v)", svc.Name, err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	url := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(key.Namespace).Name(pods.Items[0].Name).SubResource("portforward").URL()
+	transport, upgrader, err := spdy.RoundTripperFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, url)
+	stop, ready := make(chan struct{}), make(chan struct{})
+	fw, err := portforward.New(dialer, []string{"0:6443"}, stop, ready, nil, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = fw.ForwardPorts() }()
+	t.Cleanup(func() { close(stop) })
+	<-ready
+	ports, err := fw.GetPorts()
+	if err != nil || len(ports) == 0 {
+		t.Fatalf("port-forward: %v", err)
+	}
+	return int(ports[0].Local)
+}
+
+func expectNodesReady(t *testing.T, tc tenant, n int) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		nodes := &corev1.NodeList{}
+		g.Expect(tc.List(t.Context(), nodes)).To(Succeed())
+		g.Expect(nodes.Items).To(HaveLen(n))
+		for _, node := range nodes.Items {
+			g.Expect(node.Status.Conditions).To(ContainElement(And(
+				HaveField("Type", corev1.NodeReady), HaveField("Status", corev1.ConditionTrue))), "node %s", node.Name)
+			g.Expect(node.Spec.ProviderID).To(HavePrefix("kubevirt://"), "node %s", node.Name)
+		}
+	}, tenantTimeout, poll).Should(Succeed())
+}
+
+// expectAddonsRunning: every DaemonSet (kube-proxy, the CNI) runs on all n nodes and
+// every Deployment (CoreDNS) is available.
+func expectAddonsRunning(t *testing.T, tc tenant, n int) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		dss := &appsv1.DaemonSetList{}
+		g.Expect(tc.List(t.Context(), dss)).To(Succeed())
+		g.Expect(len(dss.Items)).To(BeNumerically(">=", 2), "kube-proxy and the CNI")
+		for _, ds := range dss.Items {
+			g.Expect(ds.Status.NumberReady).To(BeEquivalentTo(n), "DaemonSet %s/%s", ds.Namespace, ds.Name)
+		}
+		deps := &appsv1.DeploymentList{}
+		g.Expect(tc.List(t.Context(), deps, client.InNamespace("kube-system"))).To(Succeed())
+		g.Expect(deps.Items).NotTo(BeEmpty())
+		for _, d := range deps.Items {
+			g.Expect(d.Status.AvailableReplicas).To(Equal(ptr.Deref(d.Spec.Replicas, 1)), "Deployment %s", d.Name)
+		}
+	}, tenantTimeout, poll).Should(Succeed())
+}
+
+// The tenant's workload: busybox from an image every node has (no registry here).
+const echoName = "echo"
+
+// expectServiceAnswers deploys (once) an HTTP Deployment with a Service, then has a
+// pod fetch it by its DNS name: CoreDNS, kube-proxy and the CNI across nodes work.
+func expectServiceAnswers(t *testing.T, tc tenant, replicas int32) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	labels := map[string]string{"app": echoName}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: echoName, Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					// Spread, so a scale-down has a replica to move.
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
+						LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
+					}},
+					Containers: []corev1.Container{{
+						Name: "httpd", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
+						Command: []string{"/bin/busybox", "sh", "-c",
+							"mkdir -p /tmp/www && echo hello from $(hostname) > /tmp/www/index.html && exec /bin/busybox httpd -f -p 8080 -h /tmp/www"},
+						Ports:          []corev1.ContainerPort{{ContainerPort: 8080}},
+						ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}}},
+					}},
+				},
+			},
+		},
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: echoName, Namespace: "default"},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	for _, o := range []client.Object{dep, svc} {
+		if err := tc.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating %T: %v", o, err)
+		}
+	}
+	g.Eventually(func(g Gomega) {
+		d := &appsv1.Deployment{}
+		g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(dep), d)).To(Succeed())
+		g.Expect(d.Status.AvailableReplicas).To(Equal(replicas))
+	}, tenantTimeout, poll).Should(Succeed())
+
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyOnFailure,
+			Containers: []corev1.Container{{
+				Name: "wget", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"/bin/busybox", "wget", "-q", "-T", "10", "-O", "-", "http://" + echoName},
+			}},
+		},
+	}
+	g.Expect(tc.Create(ctx, probe)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		p := &corev1.Pod{}
+		g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(probe), p)).To(Succeed())
+		g.Expect(p.Status.Phase).To(Equal(corev1.PodSucceeded), "probe pod %s", p.Name)
+	}, tenantTimeout, poll).Should(Succeed())
+	logs := podLogs(t, tc, probe)
+	g.Expect(logs).To(ContainSubstring("hello from "+echoName), "the probe's output")
+	_ = tc.Delete(ctx, probe)
+}
+
+// podLogs reads a pod's logs through the tenant API.
+func podLogs(t *testing.T, tc tenant, pod *corev1.Pod) string {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(tc.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(t.Context())
+	if err != nil {
+		t.Fatalf("logs of %s: %v", pod.Name, err)
+	}
+	return string(b)
+}
+
+// nodeOfPod returns a worker node that runs a pod of the app.
+func nodeOfPod(t *testing.T, tc tenant, app string) string {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := tc.List(t.Context(), pods, client.InNamespace("default"), client.MatchingLabels{"app": app}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" && p.Status.Phase == corev1.PodRunning {
+			return p.Spec.NodeName
+		}
+	}
+	t.Fatalf("no running pod of %s", app)
+	return ""
+}
+
+func knestCmdQuiet(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, s.knest, append([]string{"--kubeconfig", s.kubeconfig}, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// restartControllerDuringCreate kills knest's controller once the control plane's
+// VM exists and starts it again a little later.
+func restartControllerDuringCreate(t *testing.T, ctx context.Context, key client.ObjectKey, start time.Time) {
+	for ctx.Err() == nil {
+		vms := &kubevirtv1.VirtualMachineList{}
+		if s.host.List(ctx, vms, client.InNamespace(key.Namespace)) == nil && len(vms.Items) > 0 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if s.local != nil {
+		if err := s.local.StopController(); err != nil {
+			t.Errorf("stopping the controller: %v", err)
+		}
+		s.timeline.add("create alpha", "controller stopped", time.Since(start))
+		time.Sleep(20 * time.Second)
+		if err := s.local.StartController(); err != nil {
+			t.Errorf("starting the controller: %v", err)
+		}
+	} else {
+		// On a real host: delete the controller's pod; its Deployment starts another.
+		pods := &corev1.PodList{}
+		if err := s.host.List(ctx, pods, client.InNamespace("knest-system"), client.MatchingLabels{"app.kubernetes.io/name": "knest-controller"}); err != nil {
+			t.Errorf("listing the controller's pods: %v", err)
+		}
+		for i := range pods.Items {
+			_ = s.host.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0))
+		}
+	}
+	s.timeline.add("create alpha", "controller restarted", time.Since(start))
+}
+
+// expectIsolated: each cluster's endpoint serves its own certificate authority only.
+func expectIsolated(t *testing.T, a, b client.ObjectKey) {
+	t.Helper()
+	g := NewWithT(t)
+	ca := func(k client.ObjectKey) []byte {
+		sec := &corev1.Secret{}
+		g.Expect(s.host.Get(t.Context(), client.ObjectKey{Namespace: k.Namespace, Name: k.Name + "-ca"}, sec)).To(Succeed())
+		return sec.Data["tls.crt"]
+	}
+	g.Expect(ca(a)).NotTo(Equal(ca(b)), "the two clusters have their own CAs")
+	for _, pair := range [][2]client.ObjectKey{{a, b}, {b, a}} {
+		own, other := pair[0], pair[1]
+		cfg := rest.CopyConfig(tenantClient(t, own).cfg)
+		svc := &corev1.Service{}
+		g.Expect(s.host.Get(t.Context(), client.ObjectKey{Namespace: other.Namespace, Name: other.Name + "-lb"}, svc)).To(Succeed())
+		cfg.Host = "https://" + svc.Spec.ClusterIP + ":6443"
+		cfg.TLSClientConfig.ServerName = ""
+		cs, err := kubernetes.NewForConfig(cfg)
+		g.Expect(err).NotTo(HaveOccurred())
+		_, err = cs.Discovery().ServerVersion()
+		g.Expect(err).To(HaveOccurred(), "%s's credentials must not work on %s's endpoint", own, other)
+	}
+}
+
+// killWorkerAndExpectReplacement kills a worker's VM from outside and expects
+// Cluster API's health check to replace the node.
+func killWorkerAndExpectReplacement(t *testing.T, key client.ObjectKey) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(t.Context(), createTimeout)
+	defer cancel()
+	start := time.Now()
+	vms := &kubevirtv1.VirtualMachineInstanceList{}
+	g.Expect(s.host.List(ctx, vms, client.InNamespace(key.Namespace), client.MatchingLabels{"cluster.x-k8s.io/role": "worker"})).To(Succeed())
+	g.Expect(vms.Items).NotTo(BeEmpty())
+	victim := vms.Items[0]
+	machine := machineOfNode(t, key, victim.Name)
+	if s.local != nil {
+		pid := s.local.StandIn.PID(client.ObjectKeyFromObject(&victim))
+		g.Expect(pid).NotTo(BeZero(), "qemu of %s", victim.Name)
+		g.Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
+	} else {
+		pods := &corev1.PodList{}
+		g.Expect(s.host.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{"kubevirt.io/created-by": string(victim.UID)})).To(Succeed())
+		for i := range pods.Items {
+			g.Expect(s.host.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0))).To(Succeed())
+		}
+	}
+	s.timeline.add("worker VM killed", "qemu killed", 0)
+	g.Eventually(func(g Gomega) {
+		err := s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: machine}, &clusterv1.Machine{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "machine %s not yet remediated", machine)
+	}, createTimeout, poll).Should(Succeed())
+	s.timeline.add("worker VM killed", "machine remediated (deleted)", time.Since(start))
+	nc := &knestv1.NestedCluster{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(s.host.Get(ctx, key, nc)).To(Succeed())
+		g.Expect(nc.Status.Conditions).To(ContainElement(And(HaveField("Type", knestv1.ReadyCondition), HaveField("Status", metav1.ConditionTrue))))
+	}, createTimeout, poll).Should(Succeed())
+	expectNodesReady(t, tenantClient(t, key), 2)
+	s.timeline.add("worker VM killed", "replacement node Ready", time.Since(start))
+}

@@ -1,0 +1,418 @@
+//go:build e2e
+
+// Package tenant_test is knest's end-to-end suite: the knest CLI against a host where
+// Cluster API, CAPK and something that runs VirtualMachines (the KubeVirt stand-in
+// of package standin, or KubeVirt in kind) do their real work, and real kubeadm
+// clusters boot in VMs. Assertions are about outcomes, with generous timeouts; how
+// long each phase took is written to a timeline report (timeline.md in the state
+// directory), not asserted.
+//
+// make e2e runs create, scale and delete; make e2e-full (KNEST_E2E_FULL=1) also a
+// second cluster at the same time, a controller restart in the middle of a create
+// and a worker VM killed.
+package tenant_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+)
+
+// Timeouts are generous: under software emulation on two shared cores a control
+// plane takes 10–20 minutes to boot.
+const (
+	createTimeout = 50 * time.Minute
+	scaleTimeout  = 40 * time.Minute
+	deleteTimeout = 10 * time.Minute
+	tenantTimeout = 15 * time.Minute
+	poll          = 5 * time.Second
+)
+
+// Sized for a 2-core host: the control plane needs 2 vCPUs (kubeadm's preflight);
+// a worker runs with one.
+var nodeFlags = []string{"--worker-cpu", "1", "--worker-memory", "2Gi", "--control-plane-memory", "3Gi"}
+
+func TestTenantCluster(t *testing.T) {
+	full := os.Getenv(envFull) != ""
+	alpha := client.ObjectKey{Namespace: newNamespace(t), Name: "alpha"}
+	var beta client.ObjectKey
+	t.Cleanup(func() {
+		if t.Failed() {
+			diagnose(alpha)
+		}
+	})
+
+	ok := t.Run("create", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx, cancel := context.WithTimeout(t.Context(), createTimeout)
+		defer cancel()
+		start := time.Now()
+		go watchCreate(ctx, "create alpha", alpha, start)
+		if full {
+			// Step 3: a second cluster at the same time, same pool and object names.
+			beta = client.ObjectKey{Namespace: newNamespace(t), Name: "alpha"}
+			go func() {
+				_, err := createCluster(t, ctx, beta, "--wait=false")
+				if err != nil {
+					t.Errorf("creating the second cluster: %v", err)
+				}
+				watchCreate(ctx, "create beta (concurrent)", beta, start)
+			}()
+			// Step 4: the controller dies in the middle of the create.
+			go restartControllerDuringCreate(t, ctx, alpha, start)
+		}
+		_, err := createCluster(t, ctx, alpha, "--timeout", createTimeout.String())
+		g.Expect(err).NotTo(HaveOccurred(), "knest create")
+		s.timeline.add("create alpha", "knest create returned (Ready)", time.Since(start))
+
+		tc := tenantClient(t, alpha)
+		expectNodesReady(t, tc, 2)
+		s.timeline.add("create alpha", "both nodes Ready", time.Since(start))
+		expectAddonsRunning(t, tc, 2)
+		s.timeline.add("create alpha", "CNI and CoreDNS running", time.Since(start))
+		expectServiceAnswers(t, tc, 2)
+		s.timeline.add("create alpha", "a Service answers in the tenant", time.Since(start))
+		expectOneVMPerMachine(t, alpha)
+	})
+	if !ok {
+		return // every later step needs the cluster
+	}
+
+	if full {
+		t.Run("second cluster", func(t *testing.T) {
+			g := NewWithT(t)
+			ctx, cancel := context.WithTimeout(t.Context(), createTimeout)
+			defer cancel()
+			g.Eventually(func(g Gomega) {
+				nc := &knestv1.NestedCluster{}
+				g.Expect(s.host.Get(ctx, beta, nc)).To(Succeed())
+				g.Expect(nc.Status.Conditions).To(ContainElement(And(
+					HaveField("Type", knestv1.ReadyCondition), HaveField("Status", metav1.ConditionTrue))))
+			}, createTimeout, poll).Should(Succeed())
+			tb := tenantClient(t, beta)
+			expectNodesReady(t, tb, 2)
+			expectServiceAnswers(t, tb, 2)
+			expectIsolated(t, alpha, beta)
+		})
+	}
+
+	t.Run("scale up", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx, cancel := context.WithTimeout(t.Context(), scaleTimeout)
+		defer cancel()
+		start := time.Now()
+		_, err := knestCmd(t, ctx, "scale", alpha.Name, "-n", alpha.Namespace, "--workers", "2", "--timeout", scaleTimeout.String())
+		g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers 2")
+		s.timeline.add("scale up 1 → 2 workers", "knest scale returned", time.Since(start))
+		expectNodesReady(t, tenantClient(t, alpha), 3)
+		s.timeline.add("scale up 1 → 2 workers", "3 nodes Ready", time.Since(start))
+	})
+
+	t.Run("scale down naming the node", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx, cancel := context.WithTimeout(t.Context(), scaleTimeout)
+		defer cancel()
+		tc := tenantClient(t, alpha)
+		// Remove a worker that runs a replica, so the drain has something to move.
+		victim := nodeOfPod(t, tc, "echo")
+		machine := machineOfNode(t, alpha, victim)
+		start := time.Now()
+		_, err := knestCmd(t, ctx, "scale", alpha.Name, "-n", alpha.Namespace, "--workers", "1", "--remove-node", victim, "--timeout", scaleTimeout.String())
+		g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers 1 --remove-node")
+		s.timeline.add("scale down 2 → 1 worker", "knest scale returned", time.Since(start))
+
+		g.Eventually(func(g Gomega) {
+			err := tc.Get(ctx, client.ObjectKey{Name: victim}, &corev1.Node{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "node %s still exists (err %v)", victim, err)
+		}, deleteTimeout, poll).Should(Succeed())
+		expectGone(t, alpha.Namespace, machine, victim)
+		s.timeline.add("scale down 2 → 1 worker", "node, machine, VM, qemu gone", time.Since(start))
+		// The drain moved the replicas; the Service still answers.
+		expectNodesReady(t, tc, 2)
+		expectServiceAnswers(t, tc, 2)
+	})
+
+	if full {
+		t.Run("worker VM killed", func(t *testing.T) { killWorkerAndExpectReplacement(t, alpha) })
+	}
+
+	t.Run("delete", func(t *testing.T) {
+		keys := []client.ObjectKey{alpha}
+		if full {
+			keys = append(keys, beta)
+		}
+		for _, k := range keys {
+			g := NewWithT(t)
+			ctx, cancel := context.WithTimeout(t.Context(), deleteTimeout)
+			start := time.Now()
+			_, err := knestCmd(t, ctx, "delete", k.Name, "-n", k.Namespace, "--timeout", deleteTimeout.String())
+			cancel()
+			g.Expect(err).NotTo(HaveOccurred(), "knest delete %s", k)
+			s.timeline.add("delete "+k.Namespace+"/"+k.Name, "knest delete returned", time.Since(start))
+			expectNamespaceEmpty(t, k.Namespace)
+			s.timeline.add("delete "+k.Namespace+"/"+k.Name, "nothing left on the host", time.Since(start))
+		}
+	})
+}
+
+// createCluster runs `knest create` with nodes sized for a 2-core host. With
+// KNEST_E2E_NODE_IMAGE set, the nodes boot that containerDisk with the kernel of
+// KNEST_E2E_KERNEL_IMAGE: the manifest comes from `knest create --dry-run`, edited.
+func createCluster(t *testing.T, ctx context.Context, key client.ObjectKey, flags ...string) (string, error) {
+	args := append([]string{"create", key.Name, "-n", key.Namespace}, nodeFlags...)
+	image, kernel := os.Getenv(envNodeImage), os.Getenv(envKernelImage)
+	if image == "" {
+		return knestCmd(t, ctx, append(args, flags...)...)
+	}
+	out, err := knestCmd(t, ctx, append(args, "--dry-run", "-o", "yaml")...)
+	if err != nil {
+		return "", err
+	}
+	nc := &knestv1.NestedCluster{}
+	if err := yaml.Unmarshal([]byte(out), nc); err != nil {
+		return "", err
+	}
+	machines := []*knestv1.MachineSpec{&nc.Spec.ControlPlane.MachineSpec}
+	for i := range nc.Spec.Workers {
+		machines = append(machines, &nc.Spec.Workers[i].MachineSpec)
+	}
+	for _, m := range machines {
+		m.Image = image
+		if kernel != "" {
+			m.KernelBoot = &knestv1.KernelBootSpec{Image: kernel}
+		}
+	}
+	b, err := yaml.Marshal(nc)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(s.stateDir, key.Namespace+"-"+key.Name+".yaml")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return "", err
+	}
+	return knestCmd(t, ctx, append([]string{"create", "-f", path}, flags...)...)
+}
+
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
+	if err := s.host.Create(context.Background(), ns); err != nil {
+		t.Fatalf("creating a namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// expectOneVMPerMachine: every Machine has exactly one VM (named after its
+// KubevirtMachine), and there is no VM without a Machine.
+func expectOneVMPerMachine(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	machines := &clusterv1.MachineList{}
+	g.Expect(s.host.List(ctx, machines, client.InNamespace(key.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: key.Name})).To(Succeed())
+	vms := &kubevirtv1.VirtualMachineList{}
+	g.Expect(s.host.List(ctx, vms, client.InNamespace(key.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: key.Name})).To(Succeed())
+	var want, got []string
+	for _, m := range machines.Items {
+		want = append(want, m.Spec.InfrastructureRef.Name)
+	}
+	for _, vm := range vms.Items {
+		got = append(got, vm.Name)
+	}
+	slices.Sort(want)
+	slices.Sort(got)
+	g.Expect(got).To(Equal(want), "VMs vs. the Machines' KubevirtMachines")
+}
+
+func machineOfNode(t *testing.T, key client.ObjectKey, node string) string {
+	t.Helper()
+	machines := &clusterv1.MachineList{}
+	if err := s.host.List(t.Context(), machines, client.InNamespace(key.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: key.Name}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range machines.Items {
+		if m.Status.NodeRef.Name == node {
+			return m.Name
+		}
+	}
+	t.Fatalf("no Machine has node %s", node)
+	return ""
+}
+
+// expectGone: the Machine, its bootstrap Secrets, the VM and VMI (named like the
+// node) and the qemu process are gone.
+func expectGone(t *testing.T, ns, machine, vm string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	g.Eventually(func(g Gomega) {
+		for _, o := range []client.Object{&clusterv1.Machine{}, &corev1.Secret{}} {
+			err := s.host.Get(ctx, client.ObjectKey{Namespace: ns, Name: machine}, o)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s: %v", o, machine, err)
+		}
+		for _, o := range []client.Object{&kubevirtv1.VirtualMachine{}, &kubevirtv1.VirtualMachineInstance{}} {
+			err := s.host.Get(ctx, client.ObjectKey{Namespace: ns, Name: vm}, o)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s: %v", o, vm, err)
+		}
+		secrets := &corev1.SecretList{}
+		g.Expect(s.host.List(ctx, secrets, client.InNamespace(ns))).To(Succeed())
+		for _, sec := range secrets.Items {
+			g.Expect(sec.Name).NotTo(HavePrefix(machine), "bootstrap Secret of the removed machine")
+		}
+		if s.local != nil {
+			g.Expect(qemuProcesses(ns + "/" + vm)).To(BeEmpty())
+		}
+	}, deleteTimeout, poll).Should(Succeed())
+}
+
+// expectNamespaceEmpty: nothing created for the cluster is left in its namespace
+// (CAPI and CAPK objects, VMs, VMIs, DataVolumes, Secrets, Services, ConfigMaps) and
+// no qemu process of it runs.
+func expectNamespaceEmpty(t *testing.T, ns string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	lists := []client.ObjectList{
+		&knestv1.NestedClusterList{}, &clusterv1.ClusterList{}, &clusterv1.MachineList{},
+		&clusterv1.MachineDeploymentList{}, &clusterv1.MachineSetList{}, &clusterv1.MachineHealthCheckList{},
+		&kubevirtv1.VirtualMachineList{}, &kubevirtv1.VirtualMachineInstanceList{},
+		&corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{},
+	}
+	g.Eventually(func(g Gomega) {
+		for _, l := range lists {
+			g.Expect(s.host.List(ctx, l, client.InNamespace(ns))).To(Succeed())
+			var names []string
+			for _, o := range itemsOf(l) {
+				if o.GetName() != "kube-root-ca.crt" { // every namespace has it
+					names = append(names, o.GetName())
+				}
+			}
+			g.Expect(names).To(BeEmpty(), "%T left in %s", l, ns)
+		}
+		if s.local != nil {
+			g.Expect(qemuProcesses(ns + "/")).To(BeEmpty())
+		}
+	}, deleteTimeout, poll).Should(Succeed())
+}
+
+func itemsOf(l client.ObjectList) []client.Object {
+	var out []client.Object
+	switch l := l.(type) {
+	case *knestv1.NestedClusterList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *clusterv1.ClusterList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *clusterv1.MachineList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *clusterv1.MachineDeploymentList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *clusterv1.MachineSetList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *clusterv1.MachineHealthCheckList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *kubevirtv1.VirtualMachineList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *kubevirtv1.VirtualMachineInstanceList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *corev1.SecretList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *corev1.ServiceList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	case *corev1.ConfigMapList:
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+	}
+	return out
+}
+
+// qemuProcesses lists the qemu processes whose name (standin:<ns>/<vmi>) starts with
+// prefix, from /proc: what is really running, not what the stand-in believes.
+func qemuProcesses(prefix string) []string {
+	var found []string
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		b, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) == 0 || !strings.HasSuffix(args[0], "qemu-system-x86_64") {
+			continue
+		}
+		for i, a := range args[:len(args)-1] {
+			if a == "-name" && strings.HasPrefix(args[i+1], "standin:"+prefix) {
+				found = append(found, fmt.Sprintf("pid %s %s", d.Name(), args[i+1]))
+			}
+		}
+	}
+	return found
+}
+
+// diagnose prints what a person needs to see why a step failed.
+func diagnose(key client.ObjectKey) {
+	ctx := context.Background()
+	fmt.Fprintf(os.Stderr, "===== diagnostics for %s =====\n", key)
+	if out, err := knestCmdQuiet(ctx, "get", key.Name, "-n", key.Namespace); err == nil {
+		fmt.Fprintln(os.Stderr, out)
+	}
+	vmis := &kubevirtv1.VirtualMachineInstanceList{}
+	if s.host.List(ctx, vmis, client.InNamespace(key.Namespace)) == nil {
+		for _, vmi := range vmis.Items {
+			fmt.Fprintf(os.Stderr, "VMI %s: %s %v\n", vmi.Name, vmi.Status.Phase, vmi.Status.Interfaces)
+			if s.local != nil {
+				if b, err := os.ReadFile(s.local.StandIn.Console(client.ObjectKeyFromObject(&vmi))); err == nil {
+					fmt.Fprintf(os.Stderr, "--- console of %s (last lines) ---\n%s\n", vmi.Name, lastLines(string(b), 40))
+				}
+			}
+		}
+	}
+	if s.local != nil {
+		s.local.Providers.WriteLogs(os.Stderr, 60)
+	}
+	fmt.Fprintf(os.Stderr, "All logs: %s\n", s.stateDir)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
