@@ -175,7 +175,7 @@ func expectServiceAnswers(t *testing.T, tc tenant, replicas int32) {
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: echoName, Namespace: "default"},
-		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
 	}
 	for _, o := range []client.Object{dep, svc} {
 		if err := tc.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
