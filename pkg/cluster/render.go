@@ -251,8 +251,13 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 					ControllerManager: bootstrapv1.ControllerManager{ExtraArgs: leaderElectionArgs()},
 					Scheduler:         bootstrapv1.Scheduler{ExtraArgs: leaderElectionArgs()},
 				},
-				InitConfiguration: bootstrapv1.InitConfiguration{NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts()},
-				JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts()},
+				InitConfiguration: bootstrapv1.InitConfiguration{
+					NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts(), Patches: bootstrapv1.Patches{Directory: patchDir},
+				},
+				JoinConfiguration: bootstrapv1.JoinConfiguration{
+					NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts(), Patches: bootstrapv1.Patches{Directory: patchDir},
+				},
+				Files: probePatches(),
 			},
 		},
 	}
@@ -276,6 +281,31 @@ func leaderElectionArgs() []bootstrapv1.Arg {
 // and be replaced, which starts the same slow boot again.
 func controlPlaneTimeouts() bootstrapv1.Timeouts {
 	return bootstrapv1.Timeouts{ControlPlaneComponentHealthCheckSeconds: ptr(int32(600))}
+}
+
+// patchDir holds the kubeadm patches knest writes on control-plane nodes.
+const patchDir = "/etc/kubernetes/knest-patches"
+
+// probePatches relax kubeadm's probes of the control-plane static pods (liveness:
+// 15 s timeout, 8 failures; startup: 4 minutes). On an oversubscribed host, or under
+// emulation, a slow API server or etcd is not a dead one, and restarting it costs
+// minutes more of the same load: measured under qemu TCG, the liveness probe killed
+// a kube-apiserver that answered /livez in over 15 s, and its first start took 5 min.
+// With these a component is restarted after 4 minutes of failed probes, and may take
+// 10 minutes to start.
+func probePatches() []bootstrapv1.File {
+	var files []bootstrapv1.File
+	for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		files = append(files, bootstrapv1.File{
+			Path:        patchDir + "/" + c + "+strategic.yaml",
+			Owner:       "root:root",
+			Permissions: "0644",
+			Content: "spec:\n  containers:\n  - name: " + c + "\n" +
+				"    livenessProbe: {timeoutSeconds: 30, failureThreshold: 8, periodSeconds: 30}\n" +
+				"    startupProbe: {timeoutSeconds: 30, failureThreshold: 20, periodSeconds: 30}\n",
+		})
+	}
+	return files
 }
 
 func (r renderer) pool(p knestv1.WorkerPool) (Pool, error) {

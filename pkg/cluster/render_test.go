@@ -114,6 +114,14 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	g.Expect(kcs.ClusterConfiguration.ControllerManager.ExtraArgs).To(ContainElement(bootstrapv1.Arg{Name: "leader-elect-renew-deadline", Value: ptr("45s")}))
 	g.Expect(kcs.ClusterConfiguration.Scheduler.ExtraArgs).To(Equal(kcs.ClusterConfiguration.ControllerManager.ExtraArgs))
 	g.Expect(*kcs.InitConfiguration.Timeouts.ControlPlaneComponentHealthCheckSeconds).To(Equal(int32(600)))
+	g.Expect(kcs.Files).To(HaveLen(4))
+	for _, f := range kcs.Files {
+		g.Expect(f.Path).To(HavePrefix(kcs.InitConfiguration.Patches.Directory + "/"))
+		g.Expect(kcs.JoinConfiguration.Patches.Directory).To(Equal(kcs.InitConfiguration.Patches.Directory))
+		var patch map[string]any
+		g.Expect(yaml.Unmarshal([]byte(f.Content), &patch)).To(Succeed(), f.Path)
+		g.Expect(patch).To(HaveKey("spec"))
+	}
 
 	cp := graph.ControlPlaneTemplate.Spec.Template.Spec
 	g.Expect(cp.BootstrapCheckSpec.CheckStrategy).To(Equal("none"))
