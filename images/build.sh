@@ -6,12 +6,19 @@
 #   kube/<version>/    kubelet, kubeadm, kubectl and the control-plane binaries
 #   bin/<name>-<ver>/  etcd, coredns, flanneld, the flannel CNI plugin, pause
 #   images/<hash>/     images.tar: the preloaded container images (OCI archive)
-#   out/<version>-<hash>/  disk.raw, disk.qcow2, vmlinuz, initrd.img, manifest.json,
-#                      node-containerdisk.tar, node-kernel.tar (OCI archives)
+#   disk/<version>-<hash>/  disk.raw as assembled, images not yet imported
+#   out/<version>-<hash>/  disk.raw (images imported by one boot under qemu, see
+#                      scripts/bake.sh), disk.qcow2, vmlinuz, initrd.img, manifest.json,
+#                      bake.log, node-containerdisk.tar, node-kernel.tar (OCI archives)
 #   out/<version>      symlink to the newest complete output of that version
 #
 # A step writes to a .tmp path and renames it when complete, so an interrupted build
-# never leaves an output that a later build takes as finished.
+# never leaves an output that a later build takes as finished. Outputs are never
+# rewritten: a changed input makes a new out/<version>-<hash> and the symlink moves
+# (VMs may be running from an older disk as their qcow2 backing file).
+#
+# KNEST_NODE_IMAGE_BAKE=false skips the boot under qemu (no qemu-system-x86_64
+# needed); the image then imports its images at every boot.
 #
 # usage: KNEST_CACHE=... KUBE_VERSION=v1.34.3 images/build.sh
 set -euo pipefail
@@ -39,12 +46,16 @@ minor=${BASH_REMATCH[1]}
 if ((minor < min_minor || minor > max_minor)); then
 	die "Kubernetes $version is not supported: the node image supports v1.$min_minor.x to v1.$max_minor.x (what Cluster API v1.11 supports for workload clusters)"
 fi
+bake=${KNEST_NODE_IMAGE_BAKE:-true}
+case $bake in true | false) ;; *) die "KNEST_NODE_IMAGE_BAKE=$bake: want true or false" ;; esac
+needed=(mmdebstrap mkfs.ext4 qemu-img tar sha256sum "$GO")
+[ "$bake" = false ] || needed+=(qemu-system-x86_64 e2fsck debugfs timeout)
 missing=()
-for tool in mmdebstrap mkfs.ext4 qemu-img tar sha256sum "$GO"; do
+for tool in "${needed[@]}"; do
 	command -v "$tool" >/dev/null || missing+=("$tool")
 done
 if ((${#missing[@]})); then
-	die "missing tools: ${missing[*]}; on Debian: apt-get install mmdebstrap e2fsprogs qemu-utils (and Go from go.dev)"
+	die "missing tools: ${missing[*]}; on Debian: apt-get install mmdebstrap e2fsprogs qemu-utils qemu-system-x86 (and Go from go.dev)"
 fi
 [ "$(id -u)" = 0 ] || die "the node image build runs as root (mmdebstrap --mode=root, file ownership in the disk image)"
 mkdir -p "$cache"
@@ -77,7 +88,16 @@ step() {
 	tmp=$dir.tmp
 	rm -rf "$tmp"
 	mkdir -p "$tmp"
-	if ! "$@"; then
+	# A subshell outside any condition, so that errexit holds inside the step.
+	local rc=0
+	set +e
+	(
+		set -e
+		"$@"
+	)
+	rc=$?
+	set -e
+	if ((rc != 0)); then
 		rm -rf "$tmp"
 		die "step $(basename "$dir") failed"
 	fi
@@ -205,10 +225,12 @@ EOF
 }
 step "$images" build_images
 
-# --- 6. disk, kernel, containerDisk archives, manifest -------------------------------
-out_hash=$(hash_inputs "$base_hash" "$images_hash" "$tools_hash" "$version" "$here/rootfs/overlay" "$here/rootfs/templates" "$0" \
+# --- 6. disk as assembled -----------------------------------------------------------
+# What a VM boots with direct kernel boot (also written to manifest.json).
+kernel_args="root=LABEL=knest-root ro console=ttyS0"
+disk_hash=$(hash_inputs "$base_hash" "$images_hash" "$version" "$here/rootfs/overlay" "$here/rootfs/templates" "$0" \
 	"$kube/kubelet" "$kube/kubeadm" "$kube/kubectl")
-out=$cache/out/$version-$out_hash
+disk=$cache/disk/$version-$disk_hash
 image_repo=${NODE_IMAGE_REPOSITORY:-knest/node}
 kernel_repo=${NODE_KERNEL_REPOSITORY:-knest/node-kernel}
 build_disk() {
@@ -235,12 +257,6 @@ build_disk() {
 	log "making a ${size_mib} MiB ext4 filesystem from ${used_mib} MiB of content"
 	mkfs.ext4 -q -L knest-root -d "$root" "$tmp/disk.raw" "${size_mib}M"
 	rm -rf "$root"
-	cp "$base/vmlinuz" "$base/initrd.img" "$tmp/"
-	log "converting to qcow2"
-	qemu-img convert -c -O qcow2 "$tmp/disk.raw" "$tmp/disk.qcow2"
-	log "writing the containerDisk archives"
-	"$tools/ociimage" containerdisk -ref "$image_repo:$version" -disk "$tmp/disk.qcow2" -out "$tmp/node-containerdisk.tar"
-	"$tools/ociimage" kernelboot -ref "$kernel_repo:$version" -kernel "$tmp/vmlinuz" -initrd "$tmp/initrd.img" -out "$tmp/node-kernel.tar"
 }
 write_manifest() {
 	local pkgs
@@ -256,7 +272,7 @@ write_manifest() {
   "kernelImage": "$kernel_repo:$version",
   "kernelPath": "/boot/vmlinuz",
   "initrdPath": "/boot/initrd.img",
-  "kernelArgs": "root=LABEL=knest-root ro console=ttyS0",
+  "kernelArgs": "$kernel_args",
   "criSocket": "unix:///var/run/containerd/containerd.sock",
   "cgroupDriver": "systemd",
   "flannelCNIPluginSource": "github.com/containernetworking/plugins/plugins/meta/flannel@$flannel_cni_version",
@@ -269,7 +285,25 @@ $refs
 }
 EOF
 }
-step "$out" build_disk
+step "$disk" build_disk
+
+# --- 7. bake (import the images by booting once), qcow2, containerDisk archives ------
+out_hash=$(hash_inputs "$disk_hash" "$tools_hash" "$bake" "$kernel_args" "$here/scripts/bake.sh" "$0")
+out=$cache/out/$version-$out_hash
+build_out() {
+	if [ "$bake" = true ]; then
+		"$here/scripts/bake.sh" "$disk/disk.raw" "$base/vmlinuz" "$base/initrd.img" "$kernel_args" "$tmp"
+	else
+		cp --sparse=always "$disk/disk.raw" "$tmp/disk.raw"
+	fi
+	cp "$disk/manifest.json" "$base/vmlinuz" "$base/initrd.img" "$tmp/"
+	log "converting to qcow2"
+	qemu-img convert -c -O qcow2 "$tmp/disk.raw" "$tmp/disk.qcow2"
+	log "writing the containerDisk archives"
+	"$tools/ociimage" containerdisk -ref "$image_repo:$version" -disk "$tmp/disk.qcow2" -out "$tmp/node-containerdisk.tar"
+	"$tools/ociimage" kernelboot -ref "$kernel_repo:$version" -kernel "$tmp/vmlinuz" -initrd "$tmp/initrd.img" -out "$tmp/node-kernel.tar"
+}
+step "$out" build_out
 ln -sfn "$(basename "$out")" "$cache/out/$version.tmp"
 mv -T "$cache/out/$version.tmp" "$cache/out/$version"
 log "node image $version: $cache/out/$version"
