@@ -5,14 +5,18 @@ package tenant_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
-	"os"
+	"net/url"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,8 +26,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/portforward"
-	"k8s.io/client-go/transport/spdy"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -35,8 +37,8 @@ import (
 
 // tenantClient is an admin client of a tenant cluster, from `knest kubeconfig`.
 // Locally the endpoint (the `<cluster>-lb` ClusterIP) is reachable from this process;
-// on a real host cluster the suite port-forwards to the control-plane VM's pod, as a
-// user outside the host network would (knest kubeconfig --server).
+// on a real host cluster the suite port-forwards to the control-plane VM, as a user
+// outside the host network would (knest kubeconfig --server).
 func tenantClient(t *testing.T, key client.ObjectKey) tenant {
 	t.Helper()
 	path := filepath.Join(s.stateDir, key.Namespace+"-"+key.Name+".kubeconfig")
@@ -66,43 +68,86 @@ type tenant struct {
 	cfg *rest.Config
 }
 
-// portForward forwards a local port to port 6443 of a pod the `<cluster>-lb`
-// Service selects (KubeVirt's virt-launcher pod carries the VM's labels).
+// portForward listens on a local port and forwards each connection to port 6443 of
+// the control-plane VMI through KubeVirt's portforward subresource (what `virtctl
+// port-forward` uses: a websocket with subprotocol plain.kubevirt.io carrying the raw
+// bytes). A pod port-forward would not do: the guest owns the virt-launcher pod's IP,
+// not its localhost. Written here rather than with kubevirt.io/client-go, which would
+// bring its whole dependency tree into the main module for one test helper.
 func portForward(t *testing.T, key client.ObjectKey) int {
 	t.Helper()
 	ctx := t.Context()
-	svc := &corev1.Service{}
-	if err := s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name + "-lb"}, svc); err != nil {
-		t.Fatal(err)
-	}
-	pods := &corev1.PodList{}
-	if err := s.host.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels(svc.Spec.Selector)); err != nil || len(pods.Items) == 0 {
-		t.Fatalf("no pod behind %s (err %v)", svc.Name, err)
+	vmis := &kubevirtv1.VirtualMachineInstanceList{}
+	if err := s.host.List(ctx, vmis, client.InNamespace(key.Namespace), client.MatchingLabels{
+		clusterv1.ClusterNameLabel: key.Name, "cluster.x-k8s.io/role": "control-plane",
+	}); err != nil || len(vmis.Items) == 0 {
+		t.Fatalf("no control-plane VMI of %s (err %v)", key, err)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs := kubernetes.NewForConfigOrDie(cfg)
-	url := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(key.Namespace).Name(pods.Items[0].Name).SubResource("portforward").URL()
-	transport, upgrader, err := spdy.RoundTripperFor(cfg)
+	tlsConfig, err := rest.TLSConfigFor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dialer := spdy.NewDialer(upgrader, &http.Client{Transport: transport}, http.MethodPost, url)
-	stop, ready := make(chan struct{}), make(chan struct{})
-	fw, err := portforward.New(dialer, []string{"0:6443"}, stop, ready, nil, os.Stderr)
+	u, err := url.Parse(cfg.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = fw.ForwardPorts() }()
-	t.Cleanup(func() { close(stop) })
-	<-ready
-	ports, err := fw.GetPorts()
-	if err != nil || len(ports) == 0 {
-		t.Fatalf("port-forward: %v", err)
+	u.Scheme = strings.Replace(u.Scheme, "http", "ws", 1)
+	u.Path = fmt.Sprintf("/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachineinstances/%s/portforward/6443/tcp", key.Namespace, vmis.Items[0].Name)
+	header := http.Header{}
+	if cfg.BearerToken != "" {
+		header.Set("Authorization", "Bearer "+cfg.BearerToken)
 	}
-	return int(ports[0].Local)
+	dialer := websocket.Dialer{TLSClientConfig: tlsConfig, Subprotocols: []string{"plain.kubevirt.io"}, HandshakeTimeout: 30 * time.Second}
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				ws, _, err := dialer.Dial(u.String(), header)
+				if err != nil {
+					t.Logf("port-forward to %s: %v", u.Path, err)
+					return
+				}
+				defer ws.Close()
+				go func() {
+					buf := make([]byte, 32*1024)
+					for {
+						n, err := c.Read(buf)
+						if n > 0 && ws.WriteMessage(websocket.BinaryMessage, buf[:n]) != nil {
+							return
+						}
+						if err != nil {
+							_ = ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+							return
+						}
+					}
+				}()
+				for {
+					_, r, err := ws.NextReader()
+					if err != nil {
+						return
+					}
+					if _, err := io.Copy(c, r); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 func expectNodesReady(t *testing.T, tc tenant, n int) {
