@@ -171,7 +171,7 @@ step "$tools" build_tools
 # --- 5. preloaded images -------------------------------------------------------------
 # Userland some images need (kube-proxy and flanneld call iptables; the flannel
 # manifests' init containers call cp) comes from Debian packages in the base.
-utils=$cache/utils/$base_hash
+utils=$cache/utils/$(hash_inputs "$base_hash" "$here/build.sh")
 build_utils() {
 	local root=$tmp/rootfs
 	mkdir -p "$root" "$tmp/tree"
@@ -184,9 +184,16 @@ build_utils() {
 	done
 	cp -a "$root/usr/bin/busybox" "$t/bin/busybox"
 	for n in sh cp mv rm ls cat mkdir ln echo sleep; do ln -s busybox "$t/bin/$n"; done
-	# The shared libraries xtables-nft-multi links and its dlopen()ed extensions.
-	local libs
-	libs=$(chroot "$root" /usr/bin/ldd /usr/sbin/xtables-nft-multi | grep -o '/[^ ]*')
+	# The shared libraries xtables-nft-multi and its dlopen()ed extensions link (the
+	# statistic match, which kube-proxy uses for Services with several endpoints,
+	# needs libm), and the extensions themselves.
+	local libs so
+	libs=$({
+		chroot "$root" /usr/bin/ldd /usr/sbin/xtables-nft-multi
+		for so in "$root"/usr/lib/x86_64-linux-gnu/xtables/*.so; do
+			chroot "$root" /usr/bin/ldd "${so#"$root"}"
+		done
+	} | grep -o '/[^ ]*' | sort -u)
 	local l
 	for l in $libs /lib64/ld-linux-x86-64.so.2; do
 		mkdir -p "$t/$(dirname "$l")"

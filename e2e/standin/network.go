@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,7 +74,6 @@ func newNetwork(ctx context.Context, bridge string, prefix netip.Prefix, dir str
 }
 
 func (n *network) hostsFile() string { return filepath.Join(n.dir, "dhcp-hosts") }
-func (n *network) pidFile() string   { return filepath.Join(n.dir, "dnsmasq.pid") }
 
 // startDNSMasq serves DHCP only to the MACs in the hosts file (re-read on SIGHUP), so
 // a VM's address is known before it boots, as a pod's is.
@@ -85,7 +85,6 @@ func (n *network) startDNSMasq() error {
 		"--dhcp-hostsfile="+n.hostsFile(),
 		"--dhcp-leasefile="+filepath.Join(n.dir, "dnsmasq.leases"),
 		"--dhcp-option=option:router,"+n.gateway.String(),
-		"--pid-file="+n.pidFile(),
 		"--log-dhcp", "--log-facility="+filepath.Join(n.dir, "dnsmasq.log"))
 	n.dnsmasq.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := n.dnsmasq.Start(); err != nil {
@@ -104,14 +103,21 @@ func (n *network) startDNSMasq() error {
 	}
 }
 
+// killStaleDNSMasq ends a dnsmasq left serving this bridge by a stand-in that was
+// killed (its socket would keep the gateway's DHCP and DNS ports).
 func (n *network) killStaleDNSMasq() {
-	b, err := os.ReadFile(n.pidFile())
-	if err != nil {
-		return
-	}
-	var pid int
-	if _, err := fmt.Sscan(string(b), &pid); err == nil && pid > 0 {
-		if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(cmd)) == "dnsmasq" {
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) == "dnsmasq" && slices.Contains(args, "--interface="+n.bridge) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

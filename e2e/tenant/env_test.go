@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,10 +91,21 @@ func run(m *testing.M) int {
 		if s.local, err = localenv.Start(ctx, localenv.Options{StateDir: s.stateDir}); err != nil {
 			return fail(fmt.Errorf("local environment: %w", err))
 		}
-		defer func() {
+		stop := sync.OnceFunc(func() {
 			if err := s.local.Stop(); err != nil {
 				fmt.Fprintf(os.Stderr, "ERROR: stopping the local environment: %v\n", err)
 			}
+		})
+		defer stop()
+		// An interrupt would otherwise end the process before the deferred stop and
+		// leave the API server, etcd and managers running.
+		sigs := make(chan os.Signal, 1)
+		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			<-sigs
+			fmt.Fprintln(os.Stderr, "interrupted: stopping the local environment")
+			stop()
+			os.Exit(1)
 		}()
 		s.timeline.add("environment", "host environment up", time.Since(start))
 		s.kubeconfig = filepath.Join(s.stateDir, "host.kubeconfig")
