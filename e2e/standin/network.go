@@ -78,7 +78,9 @@ func (n *network) hostsFile() string { return filepath.Join(n.dir, "dhcp-hosts")
 // startDNSMasq serves DHCP only to the MACs in the hosts file (re-read on SIGHUP), so
 // a VM's address is known before it boots, as a pod's is.
 func (n *network) startDNSMasq() error {
-	n.dnsmasq = exec.Command("dnsmasq", "--keep-in-foreground", "--no-resolv", "--no-hosts",
+	// --user=root: dnsmasq otherwise drops to an unprivileged user that cannot read
+	// a hosts file under a private directory (such as root's ~/.cache).
+	n.dnsmasq = exec.Command("dnsmasq", "--keep-in-foreground", "--user=root", "--no-resolv", "--no-hosts",
 		"--interface="+n.bridge, "--bind-interfaces", "--except-interface=lo",
 		"--listen-address="+n.gateway.String(),
 		"--dhcp-range="+n.prefix.Addr().String()+",static,"+prefixMask(n.prefix)+",12h",
