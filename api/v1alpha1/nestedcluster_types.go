@@ -411,6 +411,10 @@ type ReplicaStatus struct {
 	// ready is the number of nodes that are ready.
 	// +optional
 	Ready int32 `json:"ready,omitempty"`
+	// current is the number of machines that exist, including those still being
+	// created and those being drained and removed.
+	// +optional
+	Current int32 `json:"current,omitempty"`
 }
 
 // PoolStatus counts one pool's nodes.

@@ -25,6 +25,8 @@ func Pending(nc *knestv1.NestedCluster) []string {
 	}
 	if want := nc.Spec.ControlPlane.Replicas; st.ControlPlane.Desired != want || st.ControlPlane.Ready != want {
 		out = append(out, fmt.Sprintf("control plane %d/%d ready", st.ControlPlane.Ready, want))
+	} else if st.ControlPlane.Current > want {
+		out = append(out, fmt.Sprintf("control plane: %d of %d machines still being removed", st.ControlPlane.Current-want, st.ControlPlane.Current))
 	}
 	for i := range nc.Spec.Workers {
 		p := &nc.Spec.Workers[i]
@@ -35,6 +37,10 @@ func Pending(nc *knestv1.NestedCluster) []string {
 		}
 		if got.Desired != want || got.Ready != want {
 			out = append(out, fmt.Sprintf("pool %s %d/%d ready", p.Name, got.Ready, want))
+		} else if got.Current > want {
+			// A machine being drained and deleted is no longer Ready: the pool has
+			// its size only once it is gone.
+			out = append(out, fmt.Sprintf("pool %s: %d of %d machines still being removed", p.Name, got.Current-want, got.Current))
 		}
 	}
 	if !meta.IsStatusConditionTrue(st.Conditions, knestv1.ReadyCondition) {

@@ -246,6 +246,12 @@ func TestConverged(t *testing.T) {
 		{name: "pool not ready", mutate: func(nc *knestv1.NestedCluster) { nc.Status.Workers[0].Ready = 1 }, pending: "pool workers 1/2 ready"},
 		{name: "pool missing from status", mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[1].Replicas = ptr.To[int32](1) }, pending: "pool gpu 0/1 ready"},
 		{name: "pool scaled down not yet", mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Replicas = ptr.To[int32](1) }, pending: "pool workers 2/1 ready"},
+		{name: "removed machine still draining", mutate: func(nc *knestv1.NestedCluster) {
+			// The machine being removed is no longer Ready, so ready already equals desired.
+			nc.Spec.Workers[0].Replicas = ptr.To[int32](1)
+			nc.Status.Workers[0].ReplicaStatus = knestv1.ReplicaStatus{Desired: 1, Ready: 1, Current: 2}
+		}, pending: "pool workers: 1 of 2 machines still being removed"},
+		{name: "control plane machine still being removed", mutate: func(nc *knestv1.NestedCluster) { nc.Status.ControlPlane.Current = 4 }, pending: "control plane: 1 of 4 machines"},
 		{name: "ready false", mutate: func(nc *knestv1.NestedCluster) { nc.Status.Conditions[0].Status = metav1.ConditionFalse }, pending: "condition Ready is not True"},
 		{name: "no conditions", mutate: func(nc *knestv1.NestedCluster) { nc.Status.Conditions = nil }, pending: "condition Ready is not True"},
 	}

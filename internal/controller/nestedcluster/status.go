@@ -36,6 +36,7 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 	st.ControlPlane = knestv1.ReplicaStatus{Desired: nc.Spec.ControlPlane.Replicas}
 	if kcp != nil {
 		st.ControlPlane.Ready = ptr.Deref(kcp.Status.ReadyReplicas, 0)
+		st.ControlPlane.Current = ptr.Deref(kcp.Status.Replicas, 0)
 		st.Version = kcp.Status.Version
 	}
 	st.Workers = nil
@@ -44,9 +45,11 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 		ps := knestv1.PoolStatus{Name: p.Name, ReplicaStatus: knestv1.ReplicaStatus{Desired: ptr.Deref(p.Replicas, 0)}}
 		if md := s.pools[p.Name]; md != nil {
 			ps.Ready = ptr.Deref(md.Status.ReadyReplicas, 0)
+			ps.Current = ptr.Deref(md.Status.Replicas, 0)
 		}
 		workers.Desired += ps.Desired
 		workers.Ready += ps.Ready
+		workers.Current += ps.Current
 		st.Workers = append(st.Workers, ps)
 	}
 	st.ControlPlaneReady = fmt.Sprintf("%d/%d", st.ControlPlane.Ready, st.ControlPlane.Desired)
