@@ -101,7 +101,7 @@ func Render(nc *knestv1.NestedCluster, opts Options) (*Graph, error) {
 		return nil, fmt.Errorf("failed to render control-plane machine template: %w", err)
 	}
 	g.ControlPlane = r.controlPlane(g.ControlPlaneTemplate.Name)
-	g.ControlPlaneHealthCheck = r.healthCheck(ControlPlaneName(r.name), knestv1.ControlPlanePool,
+	g.ControlPlaneHealthCheck = r.healthCheck(ControlPlaneName(r.name), knestv1.ControlPlanePool, nc.Spec.ControlPlane.Replicas,
 		metav1.LabelSelector{MatchLabels: map[string]string{
 			clusterv1.ClusterNameLabel:         r.name,
 			clusterv1.MachineControlPlaneLabel: "",
@@ -354,7 +354,7 @@ func (r renderer) pool(p knestv1.WorkerPool) (Pool, error) {
 	if r.nc.Spec.Paused {
 		md.Spec.Paused = ptr(true)
 	}
-	hc := r.healthCheck(name, p.Name, metav1.LabelSelector{MatchLabels: map[string]string{
+	hc := r.healthCheck(name, p.Name, replicasOf(p), metav1.LabelSelector{MatchLabels: map[string]string{
 		clusterv1.ClusterNameLabel:           r.name,
 		clusterv1.MachineDeploymentNameLabel: name,
 	}})
@@ -386,9 +386,12 @@ func (r renderer) bootstrapTemplate(base string, p knestv1.WorkerPool) (*bootstr
 }
 
 // healthCheck replaces a node that never joins or stays NotReady; the timeouts are
-// generous because nested VMs boot slowly, and remediation stops when more than 40%
-// of the group is unhealthy (that is a host problem, not a node problem).
-func (r renderer) healthCheck(name, pool string, selector metav1.LabelSelector) *clusterv1.MachineHealthCheck {
+// generous because nested VMs boot slowly. Remediation stops when more than 40% of
+// the group is unhealthy (that is a host problem, not a node problem) — but always
+// allows one: CAPI rounds 40% of a group of one or two down to zero, so small groups
+// (most tenant pools) would never be remediated.
+func (r renderer) healthCheck(name, pool string, replicas int32, selector metav1.LabelSelector) *clusterv1.MachineHealthCheck {
+	maxUnhealthy := max(1, replicas*2/5)
 	notReady := int32(300)
 	return &clusterv1.MachineHealthCheck{
 		TypeMeta:   typeMeta(clusterv1.GroupVersion.WithKind("MachineHealthCheck")),
@@ -404,7 +407,7 @@ func (r renderer) healthCheck(name, pool string, selector metav1.LabelSelector) 
 				},
 			},
 			Remediation: clusterv1.MachineHealthCheckRemediation{TriggerIf: clusterv1.MachineHealthCheckRemediationTriggerIf{
-				UnhealthyLessThanOrEqualTo: ptr(intstr.FromString("40%")),
+				UnhealthyLessThanOrEqualTo: ptr(intstr.FromInt32(maxUnhealthy)),
 			}},
 		},
 	}
@@ -433,4 +436,11 @@ func joinLabels(labels map[string]string) string {
 		parts = append(parts, k+"="+labels[k])
 	}
 	return strings.Join(parts, ",")
+}
+
+func replicasOf(p knestv1.WorkerPool) int32 {
+	if p.Replicas == nil {
+		return 0
+	}
+	return *p.Replicas
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/yaml"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
@@ -172,3 +173,21 @@ func splitDocs(s string) []string {
 var regexpDocs = regexp.MustCompile(`(?m)^---\n`)
 
 func ptr[T any](v T) *T { return &v }
+
+func TestHealthCheckAlwaysAllowsOneRemediation(t *testing.T) {
+	g := NewWithT(t)
+	nc := demo()
+	nc.Spec.Workers = []knestv1.WorkerPool{
+		{Name: "one", Replicas: ptr(int32(1))},
+		{Name: "ten", Replicas: ptr(int32(10))},
+	}
+	cluster.Default(nc)
+	graph, err := cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	allowed := func(hc *clusterv1.MachineHealthCheck) int {
+		return hc.Spec.Remediation.TriggerIf.UnhealthyLessThanOrEqualTo.IntValue()
+	}
+	g.Expect(allowed(graph.ControlPlaneHealthCheck)).To(Equal(1), "a single control-plane node")
+	g.Expect(allowed(graph.Pools[0].HealthCheck)).To(Equal(1), "40% of 1 rounds to 0; one is always allowed")
+	g.Expect(allowed(graph.Pools[1].HealthCheck)).To(Equal(4), "40% of 10")
+}
