@@ -277,10 +277,16 @@ func leaderElectionArgs() []bootstrapv1.Arg {
 }
 
 // controlPlaneTimeouts give kubeadm 10 minutes (default 4) for the control-plane
-// components' first health check: a VM that boots slowly must not fail `kubeadm init`
-// and be replaced, which starts the same slow boot again.
+// components' first health check and 5 minutes (default 1) for each of its API calls:
+// a VM that boots slowly must not fail `kubeadm init` and be replaced, which starts the
+// same slow boot again. Measured with two control planes booting at once under
+// emulation: both `kubeadm init`s failed on 1-minute API calls after the API server
+// was healthy.
 func controlPlaneTimeouts() bootstrapv1.Timeouts {
-	return bootstrapv1.Timeouts{ControlPlaneComponentHealthCheckSeconds: ptr(int32(600))}
+	return bootstrapv1.Timeouts{
+		ControlPlaneComponentHealthCheckSeconds: ptr(int32(600)),
+		KubernetesAPICallSeconds:                ptr(int32(300)),
+	}
 }
 
 // patchDir holds the kubeadm patches knest writes on control-plane nodes.

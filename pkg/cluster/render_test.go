@@ -115,6 +115,7 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	g.Expect(kcs.ClusterConfiguration.ControllerManager.ExtraArgs).To(ContainElement(bootstrapv1.Arg{Name: "leader-elect-renew-deadline", Value: ptr("45s")}))
 	g.Expect(kcs.ClusterConfiguration.Scheduler.ExtraArgs).To(Equal(kcs.ClusterConfiguration.ControllerManager.ExtraArgs))
 	g.Expect(*kcs.InitConfiguration.Timeouts.ControlPlaneComponentHealthCheckSeconds).To(Equal(int32(600)))
+	g.Expect(*kcs.InitConfiguration.Timeouts.KubernetesAPICallSeconds).To(Equal(int32(300)))
 	g.Expect(kcs.Files).To(HaveLen(4))
 	for _, f := range kcs.Files {
 		g.Expect(f.Path).To(HavePrefix(kcs.InitConfiguration.Patches.Directory + "/"))
