@@ -211,8 +211,7 @@ func (n *network) deleteTap(name string) {
 // addAddress makes a Service address local to the host (on the bridge), so the
 // stand-in's proxy can listen on it and VMs reach it through their default route.
 func (n *network) addAddress(ctx context.Context, a netip.Addr) error {
-	err := run(ctx, "ip", "addr", "replace", a.String()+"/32", "dev", n.bridge)
-	return err
+	return run(ctx, "ip", "addr", "replace", a.String()+"/32", "dev", n.bridge)
 }
 
 func (n *network) deleteAddress(a netip.Addr) {

@@ -39,7 +39,7 @@ type Options struct {
 	// ImagesDir holds node images (`make node-image`'s out/ directory); a
 	// containerDisk or kernel-boot reference is looked up in their manifests.
 	ImagesDir string
-	// StateDir holds per-VM disks overlays, seeds and console logs, and dnsmasq's files.
+	// StateDir holds per-VM disk overlays, seeds and console logs, and dnsmasq's files.
 	StateDir string
 	// Bridge is the name of the bridge the stand-in creates (and deletes first if it
 	// exists). Default knest0.
