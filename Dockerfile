@@ -5,7 +5,7 @@ ARG GO_VERSION=1.26
 
 FROM golang:${GO_VERSION} AS build
 # go.mod may ask for a newer patch release than the image has.
-ENV CGO_ENABLED=0 GOTOOLCHAIN=auto
+ENV CGO_ENABLED=0 GOTOOLCHAIN=auto GOCACHE=/cache/go-build
 WORKDIR /src
 COPY go.mod go.sum ./
 COPY api/ api/
@@ -13,7 +13,7 @@ COPY cmd/ cmd/
 COPY internal/ internal/
 COPY pkg/ pkg/
 RUN --mount=type=cache,target=/go/pkg/mod \
-    --mount=type=cache,target=/root/.cache/go-build \
+    --mount=type=cache,target=/cache/go-build \
     go build -trimpath -ldflags '-s -w' -o /out/knest ./cmd/knest
 
 FROM gcr.io/distroless/static-debian12:nonroot

@@ -45,10 +45,10 @@ func envInt(t *testing.T, name string, def int) int {
 func TestNodeImage(t *testing.T) {
 	imageDir := os.Getenv("KNEST_NODE_IMAGE")
 	if imageDir == "" {
-		t.Skip("KNEST_NODE_IMAGE is not set; run `make node-image-test`")
+		t.Fatal("KNEST_NODE_IMAGE is not set; run `make node-image-test`")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("needs root (network namespace, tap devices)")
+		t.Fatal("needs root (network namespace, tap devices)")
 	}
 	for _, tool := range []string{"qemu-system-x86_64", "qemu-img", "dnsmasq", "genisoimage", "ip"} {
 		if _, err := exec.LookPath(tool); err != nil {
