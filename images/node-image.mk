@@ -14,6 +14,6 @@ node-image: ## Build the node image for NODE_KUBE_VERSION (default KUBE_VERSION)
 	KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$(NODE_KUBE_VERSION) GO=$(GO) nice -n 10 images/build.sh
 
 .PHONY: node-image-test
-node-image-test: node-image ## Boot the node image under qemu: kubeadm init, join, pods, no pulls.
+node-image-test: node-image host-tools ## Boot the node image under qemu: kubeadm init, join, pods, no pulls.
 	cd images/tools && KNEST_NODE_IMAGE=$(NODE_IMAGE_DIR) KNEST_CACHE=$(KNEST_CACHE) \
 		$(GO) test -count=1 -v -timeout $(NODE_IMAGE_TEST_TIMEOUT) ./nodetest $(NODE_IMAGE_TEST_FLAGS)

@@ -25,6 +25,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -312,52 +313,10 @@ func expectNamespaceEmpty(t *testing.T, ns string) {
 }
 
 func itemsOf(l client.ObjectList) []client.Object {
-	var out []client.Object
-	switch l := l.(type) {
-	case *knestv1.NestedClusterList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *clusterv1.ClusterList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *clusterv1.MachineList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *clusterv1.MachineDeploymentList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *clusterv1.MachineSetList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *clusterv1.MachineHealthCheckList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *kubevirtv1.VirtualMachineList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *kubevirtv1.VirtualMachineInstanceList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.SecretList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ServiceList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-	case *corev1.ConfigMapList:
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
+	objs, _ := meta.ExtractList(l)
+	out := make([]client.Object, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(client.Object))
 	}
 	return out
 }
