@@ -344,6 +344,67 @@ func expectIsolated(t *testing.T, a, b client.ObjectKey) {
 		_, err = cs.Discovery().ServerVersion()
 		g.Expect(err).To(HaveOccurred(), "%s's credentials must not work on %s's endpoint", own, other)
 	}
+	// The network: from a tenant's node, its own endpoint answers (proving the probe
+	// works) and nothing of the other tenant does (knest's NetworkPolicy).
+	for _, pair := range [][2]client.ObjectKey{{a, b}, {b, a}} {
+		own, other := pair[0], pair[1]
+		tc := tenantClient(t, own)
+		g.Expect(canConnect(t, tc, endpointIP(t, own), 6443)).To(BeTrue(), "%s's nodes reach their own endpoint", own)
+		g.Expect(canConnect(t, tc, endpointIP(t, other), 6443)).To(BeFalse(), "%s's nodes reach %s's endpoint", own, other)
+		vmis := &kubevirtv1.VirtualMachineInstanceList{}
+		g.Expect(s.host.List(t.Context(), vmis, client.InNamespace(other.Namespace))).To(Succeed())
+		g.Expect(vmis.Items).NotTo(BeEmpty())
+		for _, vmi := range vmis.Items {
+			port := 10250 // kubelet
+			if vmi.Labels["cluster.x-k8s.io/role"] == "control-plane" {
+				port = 6443
+			}
+			g.Expect(vmi.Status.Interfaces).NotTo(BeEmpty())
+			g.Expect(canConnect(t, tc, vmi.Status.Interfaces[0].IP, port)).To(BeFalse(), "%s's nodes reach %s's VM %s", own, other, vmi.Name)
+		}
+	}
+}
+
+func endpointIP(t *testing.T, k client.ObjectKey) string {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := s.host.Get(t.Context(), client.ObjectKey{Namespace: k.Namespace, Name: k.Name + "-lb"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	return svc.Spec.ClusterIP
+}
+
+// canConnect reports whether a TCP connection from a tenant node (a host-network
+// pod, so the packets leave with the node's address) to addr:port succeeds.
+func canConnect(t *testing.T, tc tenant, addr string, port int) bool {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "connect-", Namespace: "default"},
+		Spec: corev1.PodSpec{
+			HostNetwork:   true,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Tolerations:   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name: "nc", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
+				// Succeeds once connected (the server hangs up on the stray newline);
+				// fails when the connection is refused or times out.
+				Command: []string{"/bin/busybox", "sh", "-c", fmt.Sprintf("echo | /bin/busybox nc -w 10 %s %d", addr, port)},
+			}},
+		},
+	}
+	g.Expect(tc.Create(ctx, pod)).To(Succeed())
+	defer func() { _ = tc.Delete(context.WithoutCancel(ctx), pod) }()
+	var phase corev1.PodPhase
+	g.Eventually(func(g Gomega) {
+		p := &corev1.Pod{}
+		g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(pod), p)).To(Succeed())
+		phase = p.Status.Phase
+		g.Expect(phase).To(BeElementOf(corev1.PodSucceeded, corev1.PodFailed), "pod %s", p.Name)
+	}, tenantTimeout, poll).Should(Succeed())
+	t.Logf("connect to %s:%d from a node: %s", addr, port, phase)
+	return phase == corev1.PodSucceeded
 }
 
 // killWorkerAndExpectReplacement kills a worker's VM from outside and expects

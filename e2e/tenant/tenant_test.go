@@ -24,6 +24,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -293,7 +294,7 @@ func expectNamespaceEmpty(t *testing.T, ns string) {
 		&knestv1.NestedClusterList{}, &clusterv1.ClusterList{}, &clusterv1.MachineList{},
 		&clusterv1.MachineDeploymentList{}, &clusterv1.MachineSetList{}, &clusterv1.MachineHealthCheckList{},
 		&kubevirtv1.VirtualMachineList{}, &kubevirtv1.VirtualMachineInstanceList{},
-		&corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{},
+		&corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &networkingv1.NetworkPolicyList{},
 	}
 	g.Eventually(func(g Gomega) {
 		for _, l := range lists {

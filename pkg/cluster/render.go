@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -63,6 +64,8 @@ type Graph struct {
 	// CNI is nil when spec.network.cni is none.
 	CNI          *addonsv1.ClusterResourceSet
 	CNIConfigMap *corev1.ConfigMap
+	// Isolation fences the cluster's VMs off from other tenants and the host.
+	Isolation *networkingv1.NetworkPolicy
 }
 
 // Pool is the objects of one worker pool.
@@ -75,9 +78,10 @@ type Pool struct {
 }
 
 // Objects lists every object in the order a person reads them and a fresh apply
-// creates them (templates before what references them).
+// creates them (the network policy before any VM, templates before what references
+// them).
 func (g *Graph) Objects() []client.Object {
-	objs := []client.Object{g.Cluster, g.KubevirtCluster, g.ControlPlaneTemplate, g.ControlPlane, g.ControlPlaneHealthCheck}
+	objs := []client.Object{g.Isolation, g.Cluster, g.KubevirtCluster, g.ControlPlaneTemplate, g.ControlPlane, g.ControlPlaneHealthCheck}
 	for _, p := range g.Pools {
 		objs = append(objs, p.MachineTemplate, p.BootstrapTemplate, p.MachineDeployment, p.HealthCheck)
 	}
@@ -93,6 +97,7 @@ func Render(nc *knestv1.NestedCluster, opts Options) (*Graph, error) {
 	opts = opts.withDefaults()
 	r := renderer{nc: nc, opts: opts, name: nc.Name, ns: nc.Namespace}
 	g := &Graph{
+		Isolation:       r.isolation(),
 		Cluster:         r.cluster(),
 		KubevirtCluster: r.kubevirtCluster(),
 	}

@@ -40,7 +40,7 @@ func TestRenderNamesAndLabels(t *testing.T) {
 		g.Expect(obj.GetLabels()).To(HaveKeyWithValue(knestv1.ClusterNameLabel, "demo"), obj.GetName())
 	}
 	g.Expect(kinds).To(Equal([]string{
-		"Cluster", "KubevirtCluster", "KubevirtMachineTemplate", "KubeadmControlPlane", "MachineHealthCheck",
+		"NetworkPolicy", "Cluster", "KubevirtCluster", "KubevirtMachineTemplate", "KubeadmControlPlane", "MachineHealthCheck",
 		"KubevirtMachineTemplate", "KubeadmConfigTemplate", "MachineDeployment", "MachineHealthCheck",
 		"KubevirtMachineTemplate", "KubeadmConfigTemplate", "MachineDeployment", "MachineHealthCheck",
 		"ConfigMap", "ClusterResourceSet",
@@ -106,7 +106,7 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	graph, err := cluster.Render(nc, cluster.Options{NodeImageRepository: "registry.local/knest/node", BootstrapCheck: cluster.BootstrapCheckNone})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(graph.CNI).To(BeNil())
-	g.Expect(graph.Objects()).To(HaveLen(13))
+	g.Expect(graph.Objects()).To(HaveLen(14))
 	g.Expect(*graph.Cluster.Spec.Paused).To(BeTrue())
 	g.Expect(string(graph.KubevirtCluster.Spec.ControlPlaneServiceTemplate.Spec.Type)).To(Equal("LoadBalancer"))
 	g.Expect(graph.KubevirtCluster.Spec.ControlPlaneEndpoint.Host).To(Equal("api.example.com"))

@@ -79,7 +79,7 @@ func TestCreateAppliesAGraphTheRealSchemasAccept(t *testing.T) {
 	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
 
 	graph := waitForGraph(g, nc)
-	g.Expect(graph.Objects()).To(HaveLen(15))
+	g.Expect(graph.Objects()).To(HaveLen(16))
 
 	g.Eventually(func(g Gomega) {
 		get(g, nc)

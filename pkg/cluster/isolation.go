@@ -1,0 +1,58 @@
+package cluster
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// virtLauncherLabel is the label KubeVirt puts on every VM's pod (virt-launcher).
+const virtLauncherLabel = "kubevirt.io"
+
+// PrivateNetworks are the ranges a tenant's VMs may not reach outside their own
+// cluster: RFC 1918, carrier-grade NAT (RFC 6598) and link-local, which covers the
+// host's pod and Service networks on any common CNI and cloud metadata endpoints.
+var PrivateNetworks = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"}
+
+// IsolationName is the NetworkPolicy that fences a cluster's VMs.
+func IsolationName(cluster string) string { return cluster + "-isolation" }
+
+// isolation restricts what the cluster's VMs (their virt-launcher pods) can open
+// connections to, as HyperShift's KubeVirt platform does for its guests: the
+// cluster's own VMs (which includes its API endpoint once a Service or load
+// balancer has translated the address), DNS served by host pods that are not
+// tenant VMs, and addresses outside the private ranges. Another tenant's VMs and
+// endpoint, the host's nodes and its API server are all private addresses. Traffic
+// into the VMs (Cluster API's SSH check, users on the endpoint) is not restricted.
+// NetworkPolicies add up: a platform team widens this with a policy of its own.
+func (r renderer) isolation() *networkingv1.NetworkPolicy {
+	ownVMs := metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.ClusterNameLabel: r.name}}
+	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
+	dns := intstr.FromInt32(53)
+	return &networkingv1.NetworkPolicy{
+		TypeMeta:   typeMeta(networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy")),
+		ObjectMeta: r.meta(IsolationName(r.name), ""),
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
+				virtLauncherLabel:          "virt-launcher",
+				clusterv1.ClusterNameLabel: r.name,
+			}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{
+				{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &ownVMs}}},
+				{
+					To: []networkingv1.NetworkPolicyPeer{{
+						NamespaceSelector: &metav1.LabelSelector{},
+						PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+							Key: clusterv1.ClusterNameLabel, Operator: metav1.LabelSelectorOpDoesNotExist,
+						}}},
+					}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
+				},
+				{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: PrivateNetworks}}}},
+			},
+		},
+	}
+}

@@ -1,0 +1,59 @@
+package cluster_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+// The labels KubeVirt puts on a virt-launcher pod of a VM that CAPK created for
+// cluster "demo" (CAPK's template labels are copied from VM to VMI to pod).
+func launcherLabels(clusterName string) labels.Set {
+	return labels.Set{
+		"kubevirt.io":                   "virt-launcher",
+		"kubevirt.io/vm":                clusterName + "-md-abcde-fghij",
+		"cluster.x-k8s.io/cluster-name": clusterName,
+		"cluster.x-k8s.io/role":         "worker",
+	}
+}
+
+func selects(g *WithT, sel *metav1.LabelSelector, l labels.Set) bool {
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	g.Expect(err).NotTo(HaveOccurred())
+	return s.Matches(l)
+}
+
+func TestIsolationFencesOnlyTheClustersVMs(t *testing.T) {
+	g := NewWithT(t)
+	graph, err := cluster.Render(demo(), cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	p := graph.Isolation
+	g.Expect(p.Name).To(Equal("demo-isolation"))
+	g.Expect(p.Spec.PolicyTypes).To(Equal([]networkingv1.PolicyType{networkingv1.PolicyTypeEgress}))
+	g.Expect(p.Spec.Ingress).To(BeEmpty(), "traffic into the VMs (SSH check, endpoint) stays open")
+
+	g.Expect(selects(g, &p.Spec.PodSelector, launcherLabels("demo"))).To(BeTrue())
+	g.Expect(selects(g, &p.Spec.PodSelector, launcherLabels("other"))).To(BeFalse())
+	g.Expect(selects(g, &p.Spec.PodSelector, labels.Set{"cluster.x-k8s.io/cluster-name": "demo"})).To(BeFalse(), "only VM pods")
+
+	g.Expect(p.Spec.Egress).To(HaveLen(3))
+	own, dns, outside := p.Spec.Egress[0], p.Spec.Egress[1], p.Spec.Egress[2]
+	g.Expect(own.Ports).To(BeEmpty(), "all ports among the cluster's own VMs")
+	g.Expect(own.To).To(HaveLen(1))
+	g.Expect(own.To[0].NamespaceSelector).To(BeNil(), "own VMs in the cluster's namespace only")
+	g.Expect(selects(g, own.To[0].PodSelector, launcherLabels("demo"))).To(BeTrue())
+	g.Expect(selects(g, own.To[0].PodSelector, launcherLabels("other"))).To(BeFalse())
+
+	g.Expect(dns.Ports).To(HaveLen(2))
+	g.Expect(dns.Ports[0].Port.IntValue()).To(Equal(53))
+	g.Expect(selects(g, dns.To[0].PodSelector, labels.Set{"k8s-app": "kube-dns"})).To(BeTrue())
+	g.Expect(selects(g, dns.To[0].PodSelector, launcherLabels("other"))).To(BeFalse(), "no tenant VM serves DNS to another")
+
+	g.Expect(outside.To[0].IPBlock.CIDR).To(Equal("0.0.0.0/0"))
+	g.Expect(outside.To[0].IPBlock.Except).To(Equal(cluster.PrivateNetworks))
+}
