@@ -16,12 +16,13 @@ KUBECTL := $(KNEST_CACHE)/node-image/kube/$(NODE_KUBE_VERSION)/kubectl
 NODE_IMAGES_DIR := $(KNEST_CACHE)/node-image/out
 LOCALENV_ENV := KNEST_TESTBIN=$(TESTBIN_DIR) KNEST_KUBEVIRT_CRDS=$(KUBEVIRT_CRDS_DIR) \
 	KNEST_PROVIDERS=$(PROVIDERS_DIR) KNEST_NODE_IMAGES=$(NODE_IMAGES_DIR)
-# What the stand-in runs: qemu, a bridge with DHCP, cloud-init seed ISOs.
+# What the stand-in runs: qemu, a bridge with DHCP, cloud-init seed ISOs, nftables
+# for NetworkPolicy.
 HOST_TOOLS := qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils dnsmasq:dnsmasq \
-	genisoimage:genisoimage ip:iproute2
+	genisoimage:genisoimage ip:iproute2 nft:nftables
 
 .PHONY: host-tools
-host-tools: ## Install what the KubeVirt stand-in needs (qemu, dnsmasq, genisoimage) from Debian packages.
+host-tools: ## Install what the KubeVirt stand-in needs (qemu, dnsmasq, genisoimage, nftables) from Debian packages.
 	@missing=""; for t in $(HOST_TOOLS); do command -v $${t%%:*} >/dev/null || missing="$$missing $${t##*:}"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -31,8 +31,8 @@ func (s *StandIn) reconcileService(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
-	if svc.DeletionTimestamp != nil || len(svc.Spec.Selector) == 0 || err != nil || !ip.Is4() {
+	ip, ok := proxiedAddr(svc)
+	if !ok {
 		s.proxy.remove(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
@@ -41,9 +41,9 @@ func (s *StandIn) reconcileService(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, err
 	}
 	var backends []string
-	for _, vmi := range vmis.Items {
-		if vmi.Status.Phase == kubevirtv1.Running && vmi.DeletionTimestamp == nil && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != "" {
-			backends = append(backends, vmi.Status.Interfaces[0].IP)
+	for i := range vmis.Items {
+		if a, ok := vmiAddr(&vmis.Items[i]); ok {
+			backends = append(backends, a.String())
 		}
 	}
 	if err := s.proxy.set(ctx, req.NamespacedName, ip, svc.Spec.Ports, backends); err != nil {
@@ -56,6 +56,34 @@ func (s *StandIn) reconcileService(ctx context.Context, req ctrl.Request) (ctrl.
 		return ctrl.Result{}, s.client.Status().Patch(ctx, svc, client.MergeFrom(base))
 	}
 	return ctrl.Result{}, nil
+}
+
+// proxiedAddr is the address the proxy serves svc on, if it serves it: an IPv4
+// ClusterIP of a Service with a selector.
+func proxiedAddr(svc *corev1.Service) (netip.Addr, bool) {
+	ip, err := netip.ParseAddr(svc.Spec.ClusterIP)
+	return ip, svc.DeletionTimestamp == nil && len(svc.Spec.Selector) > 0 && err == nil && ip.Is4()
+}
+
+// vmiAddr is the address of a VMI that runs (a pod IP, a Service backend).
+func vmiAddr(vmi *kubevirtv1.VirtualMachineInstance) (netip.Addr, bool) {
+	if vmi.Status.Phase != kubevirtv1.Running || vmi.DeletionTimestamp != nil || len(vmi.Status.Interfaces) == 0 {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(vmi.Status.Interfaces[0].IP)
+	return a, err == nil && a.Is4()
+}
+
+// targetPort is the backend port the proxy forwards port to; false if the proxy
+// does not serve it (only TCP; a named targetPort is taken as the port itself).
+func targetPort(port corev1.ServicePort) (int, bool) {
+	if port.Protocol != "" && port.Protocol != corev1.ProtocolTCP {
+		return 0, false
+	}
+	if t := port.TargetPort.IntValue(); t > 0 {
+		return t, true
+	}
+	return int(port.Port), true
 }
 
 // servicesOf maps a VMI to the Services of its namespace that select it.
@@ -113,12 +141,9 @@ func (p *serviceProxy) set(ctx context.Context, key types.NamespacedName, ip net
 	}
 	want := map[string]bool{}
 	for _, port := range ports {
-		if port.Protocol != "" && port.Protocol != corev1.ProtocolTCP {
+		target, ok := targetPort(port)
+		if !ok {
 			continue
-		}
-		target := int(port.Port)
-		if port.TargetPort.IntValue() > 0 {
-			target = port.TargetPort.IntValue()
 		}
 		id := strconv.Itoa(int(port.Port)) + "/" + strconv.Itoa(target)
 		want[id] = true

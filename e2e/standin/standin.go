@@ -6,8 +6,10 @@
 // and deletion with nothing left running. VMs sit on a bridge with DHCP; Services
 // that select VMIs are proxied on their ClusterIP, as kube-proxy would, so the tenant
 // API behind `<cluster>-lb` is reachable from the host and from the VMs.
+// NetworkPolicy egress is enforced on the bridge with nftables, as a CNI enforces it
+// for virt-launcher pods.
 //
-// What differs from KubeVirt is listed in docs/e2e.md.
+// What differs from KubeVirt is listed in docs/local-host.md.
 package standin
 
 import (
@@ -61,6 +63,7 @@ type StandIn struct {
 
 	mu       sync.Mutex
 	machines map[client.ObjectKey]*running
+	egress   egressState
 
 	cancel context.CancelFunc
 	done   chan error
@@ -107,8 +110,10 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *StandIn, ret
 		nodeName: host,
 		exits:    make(chan event.GenericEvent, 64),
 		machines: map[client.ObjectKey]*running{},
+		egress:   egressState{warned: map[string]bool{}},
 		done:     make(chan error, 1),
 	}
+	removeRuleset() // left by a stand-in that was killed
 	if s.net, err = newNetwork(ctx, opts.Bridge, opts.Network, filepath.Join(opts.StateDir, "network")); err != nil {
 		return nil, err
 	}
@@ -137,6 +142,9 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *StandIn, ret
 		Complete(reconcileFunc(s.reconcileService)); err != nil {
 		return nil, err
 	}
+	if err := s.setupNetworkPolicies(mgr); err != nil {
+		return nil, err
+	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -157,6 +165,7 @@ func (s *StandIn) Stop() error {
 	s.mu.Unlock()
 	s.proxy.close()
 	s.net.close()
+	removeRuleset()
 	return err
 }
 
