@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -322,7 +323,22 @@ func restartControllerDuringCreate(t *testing.T, ctx context.Context, key client
 	s.timeline.add("create alpha", "controller restarted", time.Since(start))
 }
 
-// expectIsolated: each cluster's endpoint serves its own certificate authority only.
+// waitControlPlaneInitialized waits until kubeadm init has run for key's cluster;
+// false if ctx ended first.
+func waitControlPlaneInitialized(ctx context.Context, key client.ObjectKey) bool {
+	for ctx.Err() == nil {
+		kcp := &controlplanev1.KubeadmControlPlane{}
+		if s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: cluster.ControlPlaneName(key.Name)}, kcp) == nil &&
+			ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false) {
+			return true
+		}
+		time.Sleep(poll)
+	}
+	return false
+}
+
+// expectIsolated: each cluster has its own certificate authority, and neither's
+// nodes reach the other's endpoint or VMs.
 func expectIsolated(t *testing.T, a, b client.ObjectKey) {
 	t.Helper()
 	g := NewWithT(t)

@@ -68,8 +68,13 @@ func TestTenantCluster(t *testing.T) {
 		go watchCreate(ctx, "create alpha", alpha, start)
 		if full {
 			// Step 3: a second cluster at the same time, same pool and object names.
+			// It starts once the first control plane is initialized: two kubeadm inits
+			// at once on 2 emulated cores take longer than kubeadm's health checks.
 			beta = client.ObjectKey{Namespace: newNamespace(t), Name: "alpha"}
 			go func() {
+				if !waitControlPlaneInitialized(ctx, alpha) {
+					return
+				}
 				_, err := createCluster(t, ctx, beta, "--wait=false")
 				if err != nil {
 					t.Errorf("creating the second cluster: %v", err)
