@@ -17,6 +17,11 @@ const (
 	// DefaultNodeImageRepository is where node images are looked up when a pool
 	// does not name one; the tag is the Kubernetes version.
 	DefaultNodeImageRepository = "knest/node"
+	// DefaultNodeKernelRepository holds the kernel-boot images that go with them:
+	// knest's node disk has no bootloader, so its nodes boot their kernel directly.
+	DefaultNodeKernelRepository = "knest/node-kernel"
+	// DefaultKernelArgs is the kernel command line of knest's node image.
+	DefaultKernelArgs          = "root=LABEL=knest-root ro console=ttyS0"
 	DefaultDrainTimeoutSeconds = 300
 
 	// MinVersion and MaxVersion bound the tenant Kubernetes minors Cluster API v1.11
@@ -217,7 +222,8 @@ type KernelBootSpec struct {
 	// +kubebuilder:default="/boot/initrd.img"
 	// +optional
 	InitrdPath string `json:"initrdPath,omitempty"`
-	// kernelArgs is the kernel command line.
+	// kernelArgs is the kernel command line; the default suits knest's node image.
+	// +kubebuilder:default="root=LABEL=knest-root ro console=ttyS0"
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	KernelArgs string `json:"kernelArgs,omitempty"`

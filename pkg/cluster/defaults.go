@@ -41,10 +41,15 @@ func defaultMachine(m *knestv1.MachineSpec) {
 	if m.NodeDrainTimeoutSeconds == nil {
 		m.NodeDrainTimeoutSeconds = ptr(int32(knestv1.DefaultDrainTimeoutSeconds))
 	}
-	if kb := m.KernelBoot; kb != nil {
-		setIfEmpty(&kb.KernelPath, "/boot/vmlinuz")
-		setIfEmpty(&kb.InitrdPath, "/boot/initrd.img")
+	if m.KernelBoot != nil {
+		defaultKernelBoot(m.KernelBoot)
 	}
+}
+
+func defaultKernelBoot(kb *knestv1.KernelBootSpec) {
+	setIfEmpty(&kb.KernelPath, "/boot/vmlinuz")
+	setIfEmpty(&kb.InitrdPath, "/boot/initrd.img")
+	setIfEmpty(&kb.KernelArgs, knestv1.DefaultKernelArgs)
 }
 
 func setIfEmpty[T ~string](field *T, value T) {

@@ -35,6 +35,10 @@ const (
 	BootstrapCheckNone = "none"
 )
 
+// NoKernelBoot as Options.NodeKernelRepository: the default node images boot from
+// their own bootloader.
+const NoKernelBoot = "none"
+
 // criSocket is containerd's socket in knest's node image.
 const criSocket = "unix:///var/run/containerd/containerd.sock"
 
@@ -43,12 +47,17 @@ type Options struct {
 	// NodeImageRepository is used for pools that do not name an image; the tag is the
 	// tenant Kubernetes version.
 	NodeImageRepository string
+	// NodeKernelRepository holds the kernel-boot images of NodeImageRepository's
+	// disks, tagged alike; pools that name neither an image nor a kernel boot the
+	// kernel from it. NoKernelBoot turns this off, for node images with a bootloader.
+	NodeKernelRepository string
 	// BootstrapCheck is CAPK's virtualMachineBootstrapCheck strategy: ssh or none.
 	BootstrapCheck string
 }
 
 func (o Options) withDefaults() Options {
 	setIfEmpty(&o.NodeImageRepository, knestv1.DefaultNodeImageRepository)
+	setIfEmpty(&o.NodeKernelRepository, knestv1.DefaultNodeKernelRepository)
 	setIfEmpty(&o.BootstrapCheck, BootstrapCheckSSH)
 	return o
 }
@@ -199,7 +208,7 @@ func (r renderer) machineTemplate(pool, base string, m knestv1.MachineSpec, gpus
 		VirtualMachineTemplate: vmtemplate.Build(vmtemplate.Input{
 			ClusterName: r.name,
 			Pool:        pool,
-			Machine:     m,
+			Machine:     r.withKernelBoot(m),
 			Image:       r.image(m),
 			GPUs:        gpus,
 			HostDevices: hostDevices,
@@ -215,6 +224,17 @@ func (r renderer) machineTemplate(pool, base string, m knestv1.MachineSpec, gpus
 		ObjectMeta: r.meta(name, pool),
 		Spec:       spec,
 	}, nil
+}
+
+// withKernelBoot gives a machine on the default node image the kernel-boot image
+// that goes with it.
+func (r renderer) withKernelBoot(m knestv1.MachineSpec) knestv1.MachineSpec {
+	if m.Image != "" || m.KernelBoot != nil || r.opts.NodeKernelRepository == NoKernelBoot {
+		return m
+	}
+	m.KernelBoot = &knestv1.KernelBootSpec{Image: r.opts.NodeKernelRepository + ":" + r.nc.Spec.Version}
+	defaultKernelBoot(m.KernelBoot)
+	return m
 }
 
 func (r renderer) image(m knestv1.MachineSpec) string {

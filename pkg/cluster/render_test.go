@@ -7,6 +7,8 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/yaml"
@@ -191,4 +193,30 @@ func TestHealthCheckAlwaysAllowsOneRemediation(t *testing.T) {
 	g.Expect(allowed(graph.ControlPlaneHealthCheck)).To(Equal(1), "a single control-plane node")
 	g.Expect(allowed(graph.Pools[0].HealthCheck)).To(Equal(1), "40% of 1 rounds to 0; one is always allowed")
 	g.Expect(allowed(graph.Pools[1].HealthCheck)).To(Equal(4), "40% of 10")
+}
+
+func TestRenderBootsTheDefaultImageByItsKernel(t *testing.T) {
+	g := NewWithT(t)
+	firmware := func(tmpl *capkv1.KubevirtMachineTemplate) *kubevirtv1.Firmware {
+		return tmpl.Spec.Template.Spec.VirtualMachineTemplate.Spec.Template.Spec.Domain.Firmware
+	}
+	graph, err := cluster.Render(demo(), cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	kb := firmware(graph.ControlPlaneTemplate).KernelBoot
+	g.Expect(kb.KernelArgs).To(Equal(knestv1.DefaultKernelArgs))
+	g.Expect(*kb.Container).To(Equal(kubevirtv1.KernelBootContainer{
+		Image: "knest/node-kernel:" + knestv1.DefaultVersion, KernelPath: "/boot/vmlinuz", InitrdPath: "/boot/initrd.img",
+	}))
+
+	// A pool on an image of its own boots it as it is; so does every pool when the
+	// controller is told the default images have a bootloader.
+	nc := demo()
+	nc.Spec.Workers[0].Image = "quay.io/capk/ubuntu-2404-container-disk:v1.34.3"
+	graph, err = cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(firmware(graph.Pools[0].MachineTemplate)).To(BeNil())
+	g.Expect(firmware(graph.Pools[1].MachineTemplate)).NotTo(BeNil())
+	graph, err = cluster.Render(demo(), cluster.Options{NodeKernelRepository: cluster.NoKernelBoot})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(firmware(graph.ControlPlaneTemplate)).To(BeNil())
 }

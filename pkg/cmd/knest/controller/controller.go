@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/manager"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
@@ -35,7 +36,9 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.Render.NodeImageRepository, "node-image-repository", "knest/node", "Repository of node images for pools that name none; the tag is the Kubernetes version")
+	fl.StringVar(&f.Render.NodeImageRepository, "node-image-repository", knestv1.DefaultNodeImageRepository, "Repository of node images for pools that name none; the tag is the Kubernetes version")
+	fl.StringVar(&f.Render.NodeKernelRepository, "node-kernel-repository", knestv1.DefaultNodeKernelRepository,
+		"Repository of the kernel-boot images that go with the node images (knest's node disk has no bootloader); "+cluster.NoKernelBoot+" if your node images boot by themselves")
 	fl.StringVar(&f.Render.BootstrapCheck, "bootstrap-check", cluster.BootstrapCheckSSH, "CAPK bootstrap check: ssh (CAPK logs into the VM to confirm kubeadm finished) or none")
 	fl.IntVar(&f.Concurrency, "concurrency", 10, "NestedClusters reconciled in parallel")
 	fl.StringVar(&f.MetricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it")

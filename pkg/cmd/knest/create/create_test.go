@@ -218,6 +218,7 @@ func TestDryRunShowGraph(t *testing.T) {
 				"MachineDeployment":       2,
 				"ConfigMap":               1,
 				"ClusterResourceSet":      1,
+				"NetworkPolicy":           1,
 			}))
 
 			// The NestedCluster is what the API server would store: defaulted.
