@@ -212,8 +212,9 @@ func TestNodeImage(t *testing.T) {
 			continue
 		}
 		out := mustRun(t, n, key, v.ip, "sudo journalctl -u containerd --no-pager | grep -c 'PullImage' || true")
-		if strings.TrimSpace(out) != "0" {
-			t.Errorf("%s: containerd pulled images: %s", v.name, out)
+		if pulls, err := strconv.Atoi(strings.TrimSpace(out)); err != nil || pulls != 0 {
+			diag, _ := n.run(key, v.ip, "uptime; df -h /; sudo journalctl -u containerd --no-pager | grep PullImage | tail -n 5; sudo dmesg | tail -n 20")
+			t.Errorf("%s: containerd pull count %q (want 0):\n%s", v.name, out, diag)
 		}
 	}
 	dns, _ := os.ReadFile(filepath.Join(work, "dnsmasq.log"))
