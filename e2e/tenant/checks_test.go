@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -323,14 +322,18 @@ func restartControllerDuringCreate(t *testing.T, ctx context.Context, key client
 	s.timeline.add("create alpha", "controller restarted", time.Since(start))
 }
 
-// waitControlPlaneInitialized waits until kubeadm init has run for key's cluster;
-// false if ctx ended first.
-func waitControlPlaneInitialized(ctx context.Context, key client.ObjectKey) bool {
+// waitControlPlaneNode waits until a control-plane Machine of key's cluster has its
+// node, which Cluster API records only after the bootstrap check saw kubeadm init
+// finish; false if ctx ended first.
+func waitControlPlaneNode(ctx context.Context, key client.ObjectKey) bool {
 	for ctx.Err() == nil {
-		kcp := &controlplanev1.KubeadmControlPlane{}
-		if s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: cluster.ControlPlaneName(key.Name)}, kcp) == nil &&
-			ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false) {
-			return true
+		machines := &clusterv1.MachineList{}
+		if s.host.List(ctx, machines, client.InNamespace(key.Namespace), client.HasLabels{clusterv1.MachineControlPlaneLabel}) == nil {
+			for _, m := range machines.Items {
+				if m.Status.NodeRef.IsDefined() {
+					return true
+				}
+			}
 		}
 		time.Sleep(poll)
 	}

@@ -68,11 +68,12 @@ func TestTenantCluster(t *testing.T) {
 		go watchCreate(ctx, "create alpha", alpha, start)
 		if full {
 			// Step 3: a second cluster at the same time, same pool and object names.
-			// It starts once the first control plane is initialized: two kubeadm inits
-			// at once on 2 emulated cores take longer than kubeadm's health checks.
+			// It starts once the first control plane's kubeadm init is over: on 2
+			// emulated cores, a second control plane booting alongside makes the
+			// first one's API calls outlast kubeadm's own timeouts.
 			beta = client.ObjectKey{Namespace: newNamespace(t), Name: "alpha"}
 			go func() {
-				if !waitControlPlaneInitialized(ctx, alpha) {
+				if !waitControlPlaneNode(ctx, alpha) {
 					return
 				}
 				_, err := createCluster(t, ctx, beta, "--wait=false")
