@@ -322,24 +322,6 @@ func restartControllerDuringCreate(t *testing.T, ctx context.Context, key client
 	s.timeline.add("create alpha", "controller restarted", time.Since(start))
 }
 
-// waitControlPlaneNode waits until a control-plane Machine of key's cluster has its
-// node, which Cluster API records only after the bootstrap check saw kubeadm init
-// finish; false if ctx ended first.
-func waitControlPlaneNode(ctx context.Context, key client.ObjectKey) bool {
-	for ctx.Err() == nil {
-		machines := &clusterv1.MachineList{}
-		if s.host.List(ctx, machines, client.InNamespace(key.Namespace), client.HasLabels{clusterv1.MachineControlPlaneLabel}) == nil {
-			for _, m := range machines.Items {
-				if m.Status.NodeRef.IsDefined() {
-					return true
-				}
-			}
-		}
-		time.Sleep(poll)
-	}
-	return false
-}
-
 // expectIsolated: each cluster has its own certificate authority, and neither's
 // nodes reach the other's endpoint or VMs.
 func expectIsolated(t *testing.T, a, b client.ObjectKey) {
