@@ -60,7 +60,7 @@ func TestTenantCluster(t *testing.T) {
 		}
 	})
 
-	testCtx := t.Context()
+	testCtx := t.Context() // outlives the create step, as the second cluster's watch must
 	ok := t.Run("create", func(t *testing.T) {
 		g := NewWithT(t)
 		ctx, cancel := context.WithTimeout(t.Context(), createTimeout)

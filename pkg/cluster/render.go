@@ -48,8 +48,9 @@ type Options struct {
 	// tenant Kubernetes version.
 	NodeImageRepository string
 	// NodeKernelRepository holds the kernel-boot images of NodeImageRepository's
-	// disks, tagged alike; pools that name neither an image nor a kernel boot the
-	// kernel from it. NoKernelBoot turns this off, for node images with a bootloader.
+	// disks, tagged alike: pools that name neither an image nor a kernelBoot boot
+	// their kernel from it. NoKernelBoot turns this off, for node images with a
+	// bootloader.
 	NodeKernelRepository string
 	// BootstrapCheck is CAPK's virtualMachineBootstrapCheck strategy: ssh or none.
 	BootstrapCheck string
