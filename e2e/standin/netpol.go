@@ -149,8 +149,7 @@ func egressServiceOf(svc *corev1.Service, vmis []kubevirtv1.VirtualMachineInstan
 // loadRuleset replaces the stand-in's table with ruleset in one transaction; ""
 // removes it. check only validates (nft -c).
 func loadRuleset(ctx context.Context, ruleset string, check bool) error {
-	// nft 1.0.6 has no `destroy`: adding first makes the delete succeed either way.
-	script := "add table inet " + nftTable + "\ndelete table inet " + nftTable + "\n" + ruleset
+	script := nftScript(ruleset)
 	args := []string{"-f", "-"}
 	if check {
 		args = []string{"-c", "-f", "-"}
@@ -166,6 +165,12 @@ func loadRuleset(ctx context.Context, ruleset string, check bool) error {
 		return fmt.Errorf("failed to run nft (apt-get install nftables): %w", err)
 	}
 	return nil
+}
+
+// nftScript replaces the stand-in's table with ruleset ("" removes it). nft 1.0.6
+// has no `destroy`: adding first makes the delete succeed either way.
+func nftScript(ruleset string) string {
+	return "add table inet " + nftTable + "\ndelete table inet " + nftTable + "\n" + ruleset
 }
 
 // removeRuleset deletes the stand-in's table, if any (nft may be missing where no

@@ -107,7 +107,7 @@ func TestEgressRulesetDropsPackets(t *testing.T) {
 		Pods:     []egressPod{a1, a2, b1},
 		Policies: []networkingv1.NetworkPolicy{knestPolicy("ns1", "alpha")},
 	})
-	run("add table inet "+nftTable+"\n"+ruleset, "ip", "netns", "exec", hub, "nft", "-f", "-")
+	run(nftScript(ruleset), "ip", "netns", "exec", hub, "nft", "-f", "-")
 	for _, c := range []struct {
 		from, to egressPod
 		want     bool

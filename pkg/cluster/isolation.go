@@ -5,11 +5,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
-
-// virtLauncherLabel is the label KubeVirt puts on every VM's pod (virt-launcher).
-const virtLauncherLabel = "kubevirt.io"
 
 // PrivateNetworks are the ranges a tenant's VMs may not reach outside their own
 // cluster: RFC 1918, carrier-grade NAT (RFC 6598) and link-local, which covers the
@@ -36,7 +34,7 @@ func (r renderer) isolation() *networkingv1.NetworkPolicy {
 		ObjectMeta: r.meta(IsolationName(r.name), ""),
 		Spec: networkingv1.NetworkPolicySpec{
 			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
-				virtLauncherLabel:          "virt-launcher",
+				kubevirtv1.AppLabel:        "virt-launcher", // on every VM's pod
 				clusterv1.ClusterNameLabel: r.name,
 			}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
