@@ -324,17 +324,23 @@ const patchDir = "/etc/kubernetes/knest-patches"
 // minutes more of the same load: measured under qemu TCG, the liveness probe killed
 // a kube-apiserver that answered /livez in over 15 s, and its first start took 5 min.
 // With these a component is restarted after 4 minutes of failed probes, and may take
-// 10 minutes to start.
+// 10 minutes to start. The API server's readiness probe (only it has one) runs every
+// 10 s instead of every second: each probe is a TLS handshake, which under emulation
+// is CPU the API server then lacks.
 func probePatches() []bootstrapv1.File {
 	var files []bootstrapv1.File
 	for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		content := "spec:\n  containers:\n  - name: " + c + "\n" +
+			"    livenessProbe: {timeoutSeconds: 30, failureThreshold: 8, periodSeconds: 30}\n" +
+			"    startupProbe: {timeoutSeconds: 30, failureThreshold: 20, periodSeconds: 30}\n"
+		if c == "kube-apiserver" {
+			content += "    readinessProbe: {timeoutSeconds: 30, periodSeconds: 10}\n"
+		}
 		files = append(files, bootstrapv1.File{
 			Path:        patchDir + "/" + c + "+strategic.yaml",
 			Owner:       "root:root",
 			Permissions: "0644",
-			Content: "spec:\n  containers:\n  - name: " + c + "\n" +
-				"    livenessProbe: {timeoutSeconds: 30, failureThreshold: 8, periodSeconds: 30}\n" +
-				"    startupProbe: {timeoutSeconds: 30, failureThreshold: 20, periodSeconds: 30}\n",
+			Content:     content,
 		})
 	}
 	return files

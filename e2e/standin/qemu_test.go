@@ -1,0 +1,42 @@
+package standin
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+)
+
+func TestMachineSpecSizesAndPrioritizesControlPlanes(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "v1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "v1", "manifest.json"), []byte(`{"image":"knest/node:v1","kernelArgs":"console=ttyS0"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mem := resource.MustParse("3Gi")
+	vmi := func(role string) *kubevirtv1.VirtualMachineInstance {
+		return &kubevirtv1.VirtualMachineInstance{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{roleLabel: role}},
+			Spec: kubevirtv1.VirtualMachineInstanceSpec{
+				Domain: kubevirtv1.DomainSpec{CPU: &kubevirtv1.CPU{Cores: 2}, Memory: &kubevirtv1.Memory{Guest: &mem}},
+				Volumes: []kubevirtv1.Volume{{Name: "root", VolumeSource: kubevirtv1.VolumeSource{
+					ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: "knest/node:v1"}}}},
+			},
+		}
+	}
+	for role, nice := range map[string]int{"control-plane": 0, "worker": workerNice, "": workerNice} {
+		m, _, err := machineSpec(vmi(role), root)
+		if err != nil {
+			t.Fatalf("role %q: %v", role, err)
+		}
+		if m.cpus != 2 || m.memMiB != 3072 || m.cmdline != "console=ttyS0" || m.nice != nice {
+			t.Errorf("role %q: got cpus %d, memory %d MiB, cmdline %q, nice %d; want 2, 3072, console=ttyS0, %d",
+				role, m.cpus, m.memMiB, m.cmdline, m.nice, nice)
+		}
+	}
+}
