@@ -71,8 +71,8 @@ func TestProbePatchesApplyToKubeadmManifests(t *testing.T) {
 			g.Expect(p.HTTPGet).NotTo(BeNil(), target)
 			g.Expect(p.TimeoutSeconds).To(BeEquivalentTo(30), target)
 		}
-		g.Expect(c.LivenessProbe.PeriodSeconds * c.LivenessProbe.FailureThreshold).To(BeEquivalentTo(240), target)
-		g.Expect(c.StartupProbe.PeriodSeconds * c.StartupProbe.FailureThreshold).To(BeEquivalentTo(600), target)
+		g.Expect(c.LivenessProbe.PeriodSeconds*c.LivenessProbe.FailureThreshold).To(BeEquivalentTo(240), target)
+		g.Expect(c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold).To(BeEquivalentTo(600), target)
 		if target == "kube-apiserver" {
 			g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
 			g.Expect(c.ReadinessProbe.PeriodSeconds).To(BeEquivalentTo(10))
