@@ -202,6 +202,9 @@ func expectServiceAnswers(t *testing.T, tc tenant, replicas int32) {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
+					// busybox httpd as PID 1 ignores SIGTERM: without this every drain
+					// waits out the default 30 s.
+					TerminationGracePeriodSeconds: ptr.To(int64(1)),
 					// Spread, so a scale-down has a replica to move.
 					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
 						MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.ScheduleAnyway,
