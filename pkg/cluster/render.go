@@ -252,6 +252,7 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 		sans = append(sans, s.APIServer.Host)
 	}
 	nodeRegistration := bootstrapv1.NodeRegistrationOptions{CRISocket: criSocket}
+	resumeFile, resumeCommands := resumeBootstrap("init")
 	return &controlplanev1.KubeadmControlPlane{
 		TypeMeta:   typeMeta(controlplanev1.GroupVersion.WithKind("KubeadmControlPlane")),
 		ObjectMeta: r.meta(ControlPlaneName(r.name), knestv1.ControlPlanePool),
@@ -283,7 +284,8 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 				JoinConfiguration: bootstrapv1.JoinConfiguration{
 					NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts(), Patches: bootstrapv1.Patches{Directory: patchDir},
 				},
-				Files: probePatches(),
+				Files:               append(probePatches(), resumeFile),
+				PostKubeadmCommands: resumeCommands,
 			},
 		},
 	}
@@ -407,9 +409,12 @@ func (r renderer) bootstrapTemplate(base string, p knestv1.WorkerPool) (*bootstr
 	if len(p.Taints) > 0 {
 		nodeRegistration.Taints = ptr(append([]corev1.Taint{}, p.Taints...))
 	}
+	resumeFile, resumeCommands := resumeBootstrap("join")
 	spec := bootstrapv1.KubeadmConfigTemplateSpec{Template: bootstrapv1.KubeadmConfigTemplateResource{
 		Spec: bootstrapv1.KubeadmConfigSpec{
-			JoinConfiguration: bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration},
+			JoinConfiguration:   bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration},
+			Files:               []bootstrapv1.File{resumeFile},
+			PostKubeadmCommands: resumeCommands,
 		},
 	}}
 	name, err := hashedName(base, spec)

@@ -118,13 +118,14 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	g.Expect(kcs.ClusterConfiguration.Scheduler.ExtraArgs).To(Equal(kcs.ClusterConfiguration.ControllerManager.ExtraArgs))
 	g.Expect(*kcs.InitConfiguration.Timeouts.ControlPlaneComponentHealthCheckSeconds).To(Equal(int32(600)))
 	g.Expect(*kcs.InitConfiguration.Timeouts.KubernetesAPICallSeconds).To(Equal(int32(300)))
-	g.Expect(kcs.Files).To(HaveLen(4))
-	for _, f := range kcs.Files {
-		g.Expect(f.Path).To(HavePrefix(kcs.InitConfiguration.Patches.Directory + "/"))
-		g.Expect(kcs.JoinConfiguration.Patches.Directory).To(Equal(kcs.InitConfiguration.Patches.Directory))
-		var patch map[string]any
-		g.Expect(yaml.Unmarshal([]byte(f.Content), &patch)).To(Succeed(), f.Path)
-		g.Expect(patch).To(HaveKey("spec"))
+	// The probe patches (probes_test.go) and the bootstrap resume script (resume_test.go).
+	g.Expect(kcs.Files).To(HaveLen(5))
+	g.Expect(kcs.PostKubeadmCommands).To(Equal([]string{"/usr/local/sbin/knest-resume-bootstrap init"}))
+	g.Expect(kcs.Files).To(ContainElement(HaveField("Path", "/usr/local/sbin/knest-resume-bootstrap")))
+	for _, p := range graph.Pools {
+		ws := p.BootstrapTemplate.Spec.Template.Spec
+		g.Expect(ws.PostKubeadmCommands).To(Equal([]string{"/usr/local/sbin/knest-resume-bootstrap join"}), p.Name)
+		g.Expect(ws.Files).To(ConsistOf(HaveField("Path", "/usr/local/sbin/knest-resume-bootstrap")), p.Name)
 	}
 
 	cp := graph.ControlPlaneTemplate.Spec.Template.Spec

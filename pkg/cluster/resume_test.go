@@ -1,0 +1,148 @@
+package cluster_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+// fakeKubeadm logs its arguments and fails the first $FAILS calls that start with
+// $FAIL_ON.
+const fakeKubeadm = `#!/bin/sh
+echo "$*" >>"$LOG"
+case "$*" in
+"$FAIL_ON"*)
+	n=$(cat "$COUNT" 2>/dev/null || echo 0)
+	if [ "$n" -lt "$FAILS" ]; then echo $((n + 1)) >"$COUNT"; exit 1; fi ;;
+esac
+`
+
+type resumeRun struct {
+	dir   string
+	calls []string
+	err   error
+}
+
+func (r resumeRun) sentinel() string {
+	b, _ := os.ReadFile(filepath.Join(r.dir, "sentinel"))
+	return string(b)
+}
+
+// runResume runs the resume script as rendered into the bootstrap data, with kubeadm
+// replaced by fakeKubeadm and the node's paths under a temporary directory.
+func runResume(t *testing.T, mode string, setup func(dir string), env ...string) resumeRun {
+	t.Helper()
+	graph, err := cluster.Render(demo(), cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var script string
+	for _, f := range graph.ControlPlane.Spec.KubeadmConfigSpec.Files {
+		if f.Path == "/usr/local/sbin/knest-resume-bootstrap" {
+			script = f.Content
+		}
+	}
+	dir := t.TempDir()
+	for _, d := range []string{"bin", "run/kubeadm", "etc/kubernetes/manifests"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(path, content string, mode os.FileMode) {
+		if err := os.WriteFile(filepath.Join(dir, path), []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("resume.sh", script, 0o755)
+	write("bin/kubeadm", fakeKubeadm, 0o755)
+	setup(dir)
+
+	cmd := exec.Command("sh", filepath.Join(dir, "resume.sh"), mode)
+	cmd.Env = append([]string{
+		"PATH=" + filepath.Join(dir, "bin") + ":/usr/bin:/bin",
+		"LOG=" + filepath.Join(dir, "calls"), "COUNT=" + filepath.Join(dir, "count"),
+		"KNEST_SENTINEL=" + filepath.Join(dir, "sentinel"),
+		"KNEST_KUBEADM_DIR=" + filepath.Join(dir, "run/kubeadm"),
+		"KNEST_KUBERNETES_DIR=" + filepath.Join(dir, "etc/kubernetes"),
+		"KNEST_RESUME_DELAY=0", "KNEST_RESUME_ATTEMPTS=3", "FAILS=0", "FAIL_ON=none",
+	}, env...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	r := resumeRun{dir: dir, err: err}
+	if b, err := os.ReadFile(filepath.Join(dir, "calls")); err == nil {
+		r.calls = strings.Split(strings.TrimSpace(string(b)), "\n")
+	}
+	return r
+}
+
+func file(dir, path string) {
+	if err := os.WriteFile(filepath.Join(dir, path), []byte("x"), 0o644); err != nil {
+		panic(err)
+	}
+}
+
+func TestResumeBootstrapRetriesAFailedJoin(t *testing.T) {
+	g := NewWithT(t)
+	r := runResume(t, "join", func(dir string) { file(dir, "run/kubeadm/kubeadm-join-config.yaml") },
+		"FAIL_ON=join", "FAILS=1")
+	g.Expect(r.err).NotTo(HaveOccurred())
+	join := "join --config " + filepath.Join(r.dir, "run/kubeadm/kubeadm-join-config.yaml")
+	g.Expect(r.calls).To(Equal([]string{"reset --force", join, "reset --force", join}))
+	g.Expect(r.sentinel()).To(Equal("success\n"))
+}
+
+func TestResumeBootstrapGivesUpAfterItsAttempts(t *testing.T) {
+	g := NewWithT(t)
+	r := runResume(t, "join", func(dir string) { file(dir, "run/kubeadm/kubeadm-join-config.yaml") },
+		"FAIL_ON=join", "FAILS=99")
+	g.Expect(r.err).To(HaveOccurred())
+	g.Expect(r.calls).To(HaveLen(6), "three resets and joins")
+	g.Expect(r.sentinel()).To(BeEmpty())
+}
+
+func TestResumeBootstrapDoesNothingAfterSuccess(t *testing.T) {
+	g := NewWithT(t)
+	for _, mode := range []string{"init", "join"} {
+		r := runResume(t, mode, func(dir string) {
+			file(dir, "sentinel")
+			file(dir, "run/kubeadm/kubeadm.yaml")
+			file(dir, "run/kubeadm/kubeadm-join-config.yaml")
+		})
+		g.Expect(r.err).NotTo(HaveOccurred(), mode)
+		g.Expect(r.calls).To(BeEmpty(), mode)
+	}
+}
+
+func TestResumeBootstrapResumesInitOnlyWithAControlPlane(t *testing.T) {
+	g := NewWithT(t)
+	initConfig := func(dir string) { file(dir, "run/kubeadm/kubeadm.yaml") }
+
+	// kubeadm failed before it wrote the control plane: a new machine is the fix.
+	r := runResume(t, "init", func(dir string) { initConfig(dir); file(dir, "etc/kubernetes/admin.conf") })
+	g.Expect(r.err).To(HaveOccurred())
+	g.Expect(r.calls).To(BeEmpty())
+
+	// A control-plane join (no init config) is KCP's to remediate.
+	r = runResume(t, "init", func(string) {})
+	g.Expect(r.err).NotTo(HaveOccurred())
+	g.Expect(r.calls).To(BeEmpty())
+
+	// Failed in the addon phase, as measured: the tail phases run again until they pass.
+	r = runResume(t, "init", func(dir string) {
+		initConfig(dir)
+		file(dir, "etc/kubernetes/admin.conf")
+		file(dir, "etc/kubernetes/manifests/kube-apiserver.yaml")
+	}, "FAIL_ON=init phase addon", "FAILS=1")
+	g.Expect(r.err).NotTo(HaveOccurred())
+	cfg := " --config " + filepath.Join(r.dir, "run/kubeadm/kubeadm.yaml")
+	phases := []string{"init phase upload-config all" + cfg, "init phase mark-control-plane" + cfg,
+		"init phase bootstrap-token" + cfg, "init phase kubelet-finalize all" + cfg, "init phase addon all" + cfg}
+	g.Expect(r.calls).To(Equal(append(append([]string{}, phases...), phases...)))
+	g.Expect(r.sentinel()).To(Equal("success\n"))
+}
