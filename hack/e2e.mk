@@ -10,6 +10,8 @@ DEMO_DIR ?= $(KNEST_CACHE)/demo
 E2E_TIMEOUT ?= 150m
 # 1: every step (make e2e-full).
 KNEST_E2E_FULL ?=
+# false: a full run without its second cluster (two do not fit 2 emulated cores).
+KNEST_E2E_SECOND_CLUSTER ?=
 # Keeps VM consoles, component logs and the timeline report (default: a temp dir).
 E2E_STATE_DIR ?= $(KNEST_CACHE)/e2e/last-run
 KUBECTL := $(KNEST_CACHE)/node-image/kube/$(NODE_KUBE_VERSION)/kubectl
@@ -53,7 +55,7 @@ demo-down: ## Stop the local host environment: every VM, manager and the test be
 .PHONY: e2e
 e2e: testbin providers node-image host-tools ## Create, scale and delete a tenant cluster of real VMs with the CLI (in .ci/run).
 	rm -rf $(E2E_STATE_DIR) && mkdir -p $(E2E_STATE_DIR)
-	$(LOCALENV_ENV) KNEST_E2E_STATE_DIR=$(E2E_STATE_DIR) KNEST_E2E_FULL=$(KNEST_E2E_FULL) \
+	$(LOCALENV_ENV) KNEST_E2E_STATE_DIR=$(E2E_STATE_DIR) KNEST_E2E_FULL=$(KNEST_E2E_FULL) KNEST_E2E_SECOND_CLUSTER=$(KNEST_E2E_SECOND_CLUSTER) \
 		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) $(GO_TEST_FLAGS) ./e2e/tenant
 
 .PHONY: e2e-full
