@@ -2,6 +2,7 @@ package standin
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -51,5 +52,40 @@ func TestAllocateIsStablePerOwnerAndReleases(t *testing.T) {
 	}
 	if len(n.hosts) != 4 {
 		t.Errorf("DHCP hosts: %v", n.hosts)
+	}
+}
+
+// dnsmasq keeps a released address leased to the old MAC: it must be reused last.
+func TestAllocateReusesReleasedAddressesLast(t *testing.T) {
+	n := &network{
+		prefix:  netip.MustParsePrefix("10.9.0.0/28"),
+		gateway: netip.MustParseAddr("10.9.0.1"),
+		dir:     t.TempDir(),
+		used:    map[netip.Addr]string{},
+		hosts:   map[string]string{},
+	}
+	var got []string
+	alloc := func(o string) {
+		t.Helper()
+		a, err := n.allocate("ns/"+o, macFor(o))
+		if err != nil {
+			t.Fatalf("allocate %s: %v", o, err)
+		}
+		got = append(got, a.String())
+	}
+	alloc("cp")        // .11
+	alloc("w1")        // .12
+	alloc("w2")        // .13: scale up
+	n.release("ns/w1") // scale down
+	alloc("w3")        // .14, not .12: a replacement
+	n.release("ns/w2")
+	alloc("w4") // the lap wraps: .12 is free again
+	alloc("w5") // .13
+	want := []string{"10.9.0.11", "10.9.0.12", "10.9.0.13", "10.9.0.14", "10.9.0.12", "10.9.0.13"}
+	if !slices.Equal(got, want) {
+		t.Errorf("addresses %v, want %v", got, want)
+	}
+	if _, err := n.allocate("ns/w6", macFor("w6")); err == nil {
+		t.Error("allocated a fifth address in a /28 with room for four")
 	}
 }
