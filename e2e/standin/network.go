@@ -146,6 +146,9 @@ func (n *network) allocate(owner, mac string) (netip.Addr, error) {
 		first = first.Next()
 	}
 	last := lastAddr(n.prefix) // the broadcast address
+	if !first.Less(last) {
+		return netip.Addr{}, fmt.Errorf("%s is too small: VMs get addresses from .11 on", n.prefix)
+	}
 	start := n.next
 	if !start.IsValid() || start.Less(first) || !start.Less(last) {
 		start = first

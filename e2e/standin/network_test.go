@@ -88,4 +88,8 @@ func TestAllocateReusesReleasedAddressesLast(t *testing.T) {
 	if _, err := n.allocate("ns/w6", macFor("w6")); err == nil {
 		t.Error("allocated a fifth address in a /28 with room for four")
 	}
+	n.prefix, n.next = netip.MustParsePrefix("10.9.0.0/29"), netip.Addr{}
+	if a, err := n.allocate("ns/w7", macFor("w7")); err == nil {
+		t.Errorf("allocated %s in a /29, which has no room after the host's ten", a)
+	}
 }
