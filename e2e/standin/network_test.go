@@ -22,14 +22,17 @@ func TestNamesAndAddresses(t *testing.T) {
 	}
 }
 
-func TestAllocateIsStablePerOwnerAndReleases(t *testing.T) {
-	n := &network{
-		prefix:  netip.MustParsePrefix("10.9.0.0/28"),
-		gateway: netip.MustParseAddr("10.9.0.1"),
-		dir:     t.TempDir(),
-		used:    map[netip.Addr]string{},
-		hosts:   map[string]string{},
+// testNetwork is a network without a bridge or dnsmasq, for the address allocator.
+func testNetwork(t *testing.T, prefix string) *network {
+	p := netip.MustParsePrefix(prefix)
+	return &network{
+		prefix: p, gateway: p.Addr().Next(), dir: t.TempDir(),
+		used: map[netip.Addr]string{}, hosts: map[string]string{},
 	}
+}
+
+func TestAllocateIsStablePerOwnerAndReleases(t *testing.T) {
+	n := testNetwork(t, "10.9.0.0/28")
 	a, err := n.allocate("ns/a", macFor("a"))
 	if err != nil || a != netip.MustParseAddr("10.9.0.11") {
 		t.Fatalf("first address: %s, %v (.1 is the gateway, .2 to .10 are left to the host)", a, err)
@@ -57,13 +60,7 @@ func TestAllocateIsStablePerOwnerAndReleases(t *testing.T) {
 
 // dnsmasq keeps a released address leased to the old MAC: it must be reused last.
 func TestAllocateReusesReleasedAddressesLast(t *testing.T) {
-	n := &network{
-		prefix:  netip.MustParsePrefix("10.9.0.0/28"),
-		gateway: netip.MustParseAddr("10.9.0.1"),
-		dir:     t.TempDir(),
-		used:    map[netip.Addr]string{},
-		hosts:   map[string]string{},
-	}
+	n := testNetwork(t, "10.9.0.0/28")
 	var got []string
 	alloc := func(o string) {
 		t.Helper()
@@ -88,8 +85,7 @@ func TestAllocateReusesReleasedAddressesLast(t *testing.T) {
 	if _, err := n.allocate("ns/w6", macFor("w6")); err == nil {
 		t.Error("allocated a fifth address in a /28 with room for four")
 	}
-	n.prefix, n.next = netip.MustParsePrefix("10.9.0.0/29"), netip.Addr{}
-	if a, err := n.allocate("ns/w7", macFor("w7")); err == nil {
+	if a, err := testNetwork(t, "10.9.0.0/29").allocate("ns/w7", macFor("w7")); err == nil {
 		t.Errorf("allocated %s in a /29, which has no room after the host's ten", a)
 	}
 }

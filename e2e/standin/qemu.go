@@ -131,11 +131,8 @@ func (m *machine) start(name string) error {
 		"-device", "virtio-net-pci,netdev=n0,mac=" + m.mac,
 		"-object", "rng-random,id=rng0,filename=/dev/urandom", "-device", "virtio-rng-pci,rng=rng0",
 	}
-	m.cmd = exec.Command("qemu-system-x86_64", args...)
-	if m.nice != 0 {
-		// nice sets the priority before qemu starts its vCPU threads, which inherit it.
-		m.cmd = exec.Command("nice", append([]string{"-n", strconv.Itoa(m.nice), "qemu-system-x86_64"}, args...)...)
-	}
+	argv := m.command(args)
+	m.cmd = exec.Command(argv[0], argv[1:]...)
 	m.cmd.Stdout, m.cmd.Stderr = console, console
 	// No VM outlives the stand-in, as no VM outlives its virt-launcher pod.
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -150,6 +147,16 @@ func (m *machine) start(name string) error {
 		close(m.done)
 	}()
 	return nil
+}
+
+// command is the qemu command line with args, under nice for a lowered priority:
+// nice sets it before qemu starts its vCPU threads, which inherit it.
+func (m *machine) command(args []string) []string {
+	argv := append([]string{"qemu-system-x86_64"}, args...)
+	if m.nice != 0 {
+		argv = append([]string{"nice", "-n", strconv.Itoa(m.nice)}, argv...)
+	}
+	return argv
 }
 
 func (m *machine) exited() bool {

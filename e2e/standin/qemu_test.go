@@ -3,6 +3,8 @@ package standin
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -37,6 +39,13 @@ func TestMachineSpecSizesAndPrioritizesControlPlanes(t *testing.T) {
 		if m.cpus != 2 || m.memMiB != 3072 || m.cmdline != "console=ttyS0" || m.nice != nice {
 			t.Errorf("role %q: got cpus %d, memory %d MiB, cmdline %q, nice %d; want 2, 3072, console=ttyS0, %d",
 				role, m.cpus, m.memMiB, m.cmdline, m.nice, nice)
+		}
+		want := []string{"qemu-system-x86_64", "-m", "1"}
+		if nice != 0 {
+			want = append([]string{"nice", "-n", strconv.Itoa(nice)}, want...)
+		}
+		if got := m.command([]string{"-m", "1"}); !slices.Equal(got, want) {
+			t.Errorf("role %q: command %v, want %v", role, got, want)
 		}
 	}
 }
