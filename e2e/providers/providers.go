@@ -42,6 +42,7 @@ import (
 	"k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/knest-dev/knest/internal/childproc"
 	"github.com/knest-dev/knest/internal/testenv"
 )
 
@@ -109,7 +110,7 @@ type Providers struct {
 
 	env        *testenv.Env
 	dir        string // removed by Stop
-	procs      []*process
+	procs      []*childproc.Process
 	ports      map[string]int
 	caBundle   []byte
 	installed  []client.Object // webhook configurations
@@ -185,8 +186,8 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (_ *Providers, r
 func (p *Providers) Err() error {
 	for _, proc := range p.procs {
 		select {
-		case <-proc.done:
-			return proc.exitError()
+		case <-proc.Done():
+			return proc.ExitError()
 		default:
 		}
 	}
@@ -213,7 +214,7 @@ func (p *Providers) Stop() error {
 	}
 	p.conversion = nil
 	for _, proc := range p.procs {
-		errs = append(errs, proc.stop())
+		proc.Stop()
 	}
 	p.procs = nil
 	if p.dir != "" {
@@ -237,7 +238,7 @@ func (p *Providers) tails(lines int) string {
 		if err != nil {
 			continue
 		}
-		fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", prov.name, path, tail(string(data), lines))
+		fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", prov.name, path, childproc.Tail(string(data), lines))
 	}
 	return b.String()
 }
@@ -245,7 +246,7 @@ func (p *Providers) tails(lines int) string {
 // startWebhookServer starts a manager on a free port and waits until its webhook
 // server answers. The port is free when chosen but may be taken by another process
 // before the manager binds it, so a manager that exits early is retried on another.
-func (p *Providers) startWebhookServer(ctx context.Context, prov provider, path string, args []string) (*process, int, error) {
+func (p *Providers) startWebhookServer(ctx context.Context, prov provider, path string, args []string) (*childproc.Process, int, error) {
 	logPath := filepath.Join(p.LogDir, prov.name+".log")
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -253,7 +254,8 @@ func (p *Providers) startWebhookServer(ctx context.Context, prov provider, path 
 		if err != nil {
 			return nil, 0, err
 		}
-		proc, err := startProcess(prov.name, logPath, p.env.KubeconfigPath,
+		// Every manager reads KUBECONFIG through controller-runtime.
+		proc, err := childproc.Start(prov.name, logPath, []string{"KUBECONFIG=" + p.env.KubeconfigPath},
 			append([]string{path, "--webhook-port=" + strconv.Itoa(port)}, args...)...)
 		if err != nil {
 			return nil, 0, err
@@ -261,15 +263,15 @@ func (p *Providers) startWebhookServer(ctx context.Context, prov provider, path 
 		if lastErr = p.waitForWebhookServer(ctx, proc, port); lastErr == nil {
 			return proc, port, nil
 		}
-		_ = proc.stop()
+		proc.Stop()
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return nil, 0, lastErr
+	return nil, 0, fmt.Errorf("%s (log: %s): %w", prov.name, logPath, lastErr)
 }
 
-func (p *Providers) waitForWebhookServer(ctx context.Context, proc *process, port int) error {
+func (p *Providers) waitForWebhookServer(ctx context.Context, proc *childproc.Process, port int) error {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(p.caBundle)
 	hc := &http.Client{
@@ -282,12 +284,12 @@ func (p *Providers) waitForWebhookServer(ctx context.Context, proc *process, por
 	var last error
 	for {
 		select {
-		case <-proc.done:
-			return proc.exitError()
+		case <-proc.Done():
+			return proc.ExitError()
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-deadline:
-			return fmt.Errorf("%s: webhook server on port %d did not answer within %s (log: %s): %v", proc.name, port, startTimeout, proc.logPath, last)
+			return fmt.Errorf("webhook server on port %d did not answer within %s: %v", port, startTimeout, last)
 		case <-time.After(200 * time.Millisecond):
 		}
 		resp, err := hc.Get(url)

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/knest-dev/knest/internal/childproc"
 )
 
 // network is the stand-in's pod network: a bridge in the host's network namespace,
@@ -99,7 +101,7 @@ func (n *network) startDNSMasq() error {
 	select {
 	case err := <-exited:
 		log, _ := os.ReadFile(filepath.Join(n.dir, "dnsmasq.log"))
-		return fmt.Errorf("dnsmasq exited: %v: %s", err, tail(string(log), 5))
+		return fmt.Errorf("dnsmasq exited: %v: %s", err, childproc.Tail(string(log), 5))
 	case <-time.After(time.Second):
 		go func() { <-exited }()
 		return nil
@@ -281,12 +283,4 @@ func run(ctx context.Context, args ...string) error {
 		return fmt.Errorf("%s: %w", strings.Join(args, " "), err)
 	}
 	return nil
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/knest-dev/knest/internal/childproc"
 )
 
 // controllers are the kube-controller-manager controllers whose behaviour knest's
@@ -31,70 +31,12 @@ var controllers = []string{
 	"endpointslice-controller",
 }
 
-// process is a child process whose output goes to a log file.
-type process struct {
-	name    string
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	err     error // set before done is closed
-}
-
-func startProcess(name, logPath string, args ...string) (*process, error) {
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, fmt.Errorf("failed to start %s: %w", name, err)
-	}
-	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		logFile.Close()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// stop sends SIGTERM and, if the process has not exited after a grace period, SIGKILL.
-func (p *process) stop() error {
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(10 * time.Second):
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.done
-	return nil
-}
-
-// exitError reports an unexpected exit, with the end of the log to say why.
-func (p *process) exitError() error {
-	b, _ := os.ReadFile(p.logPath)
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return fmt.Errorf("%s exited: %v; last log lines:\n%s", p.name, p.err, strings.Join(lines, "\n"))
-}
-
-func startControllerManager(ctx context.Context, e *Env, path string) (*process, error) {
+func startControllerManager(ctx context.Context, e *Env, path string) (*childproc.Process, error) {
 	caFile := filepath.Join(e.dir, "ca.crt")
 	if err := os.WriteFile(caFile, e.Config.CAData, 0o600); err != nil {
 		return nil, err
 	}
-	p, err := startProcess("kube-controller-manager", filepath.Join(e.dir, "kube-controller-manager.log"),
+	p, err := childproc.Start("kube-controller-manager", filepath.Join(e.dir, "kube-controller-manager.log"), nil,
 		path,
 		"--kubeconfig="+e.KubeconfigPath,
 		"--controllers="+strings.Join(controllers, ","),
@@ -112,7 +54,7 @@ func startControllerManager(ctx context.Context, e *Env, path string) (*process,
 		return nil, err
 	}
 	if err := waitForControllerManager(ctx, e.Client, p); err != nil {
-		_ = p.stop()
+		p.Stop()
 		return nil, err
 	}
 	return p, nil
@@ -122,7 +64,7 @@ func startControllerManager(ctx context.Context, e *Env, path string) (*process,
 // account controller has created the default ServiceAccount and the garbage
 // collector has deleted an object whose owner does not exist. The latter matters
 // because the garbage collector ignores everything until its informers have synced.
-func waitForControllerManager(ctx context.Context, c client.Client, p *process) error {
+func waitForControllerManager(ctx context.Context, c client.Client, p *childproc.Process) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
 
@@ -141,8 +83,8 @@ func waitForControllerManager(ctx context.Context, c client.Client, p *process) 
 	var last error
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		select {
-		case <-p.done:
-			return false, p.exitError()
+		case <-p.Done():
+			return false, p.ExitError()
 		default:
 		}
 		if last = c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: "default"}, &corev1.ServiceAccount{}); last != nil {
@@ -158,7 +100,7 @@ func waitForControllerManager(ctx context.Context, c client.Client, p *process) 
 		return false, nil
 	})
 	if err != nil {
-		return fmt.Errorf("kube-controller-manager did not become ready (log: %s): %w (last: %v)", p.logPath, err, last)
+		return fmt.Errorf("kube-controller-manager did not become ready (log: %s): %w (last: %v)", p.LogPath(), err, last)
 	}
 	return nil
 }

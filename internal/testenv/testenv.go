@@ -43,6 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	knestv1alpha1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/childproc"
 )
 
 const (
@@ -69,7 +70,7 @@ type Env struct {
 	KubeconfigPath string
 
 	env *envtest.Environment
-	kcm *process
+	kcm *childproc.Process
 	dir string
 }
 
@@ -158,7 +159,7 @@ func Start(ctx context.Context) (_ *Env, retErr error) {
 func (e *Env) Stop() error {
 	var errs []error
 	if e.kcm != nil {
-		errs = append(errs, e.kcm.stop())
+		e.kcm.Stop()
 		e.kcm = nil
 	}
 	if e.env != nil {

@@ -1,0 +1,61 @@
+package childproc
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExitErrorCarriesLogTail(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "child.log")
+	if err := os.WriteFile(logPath, []byte("from an earlier start\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start("child", logPath, []string{"CHILDPROC_WORD=bye"}, "sh", "-c", `echo "$CHILDPROC_WORD"; exit 3`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(time.Minute):
+		t.Fatal("child did not exit")
+	}
+	msg := p.ExitError().Error()
+	for _, want := range []string{"child exited: exit status 3", "from an earlier start", "+ sh -c", "bye"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("ExitError() = %q, want it to contain %q", msg, want)
+		}
+	}
+}
+
+func TestStopEndsTheProcess(t *testing.T) {
+	p, err := Start("sleeper", filepath.Join(t.TempDir(), "sleeper.log"), nil, "sleep", "600")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Stop()
+	select {
+	case <-p.Done():
+	default:
+		t.Fatal("Stop returned before the process exited")
+	}
+	p.Stop() // a second Stop is a no-op
+}
+
+func TestTail(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"a\nb\nc\n", 2, "b\nc"},
+		{"a\nb\n", 5, "a\nb"},
+		{"a\nb\nc", 0, "a\nb\nc"},
+	} {
+		if got := Tail(tc.s, tc.n); got != tc.want {
+			t.Errorf("Tail(%q, %d) = %q, want %q", tc.s, tc.n, got, tc.want)
+		}
+	}
+}
