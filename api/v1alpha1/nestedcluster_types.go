@@ -23,6 +23,10 @@ const (
 	// DefaultKernelArgs is the kernel command line of knest's node image.
 	DefaultKernelArgs          = "root=LABEL=knest-root ro console=ttyS0"
 	DefaultDrainTimeoutSeconds = 300
+	// DefaultCPU and DefaultMemory are a VM's shape when the spec gives none; the CRD's
+	// defaults (markers on MachineSpec) say the same.
+	DefaultCPU    = 2
+	DefaultMemory = "4Gi"
 
 	// MinVersion and MaxVersion bound the tenant Kubernetes minors Cluster API v1.11
 	// supports for workload clusters; the CRD's version rule encodes the same range.

@@ -32,10 +32,10 @@ func Default(nc *knestv1.NestedCluster) {
 
 func defaultMachine(m *knestv1.MachineSpec) {
 	if m.CPU == 0 {
-		m.CPU = 2
+		m.CPU = knestv1.DefaultCPU
 	}
 	if m.Memory == nil {
-		m.Memory = ptr(resource.MustParse("4Gi"))
+		m.Memory = ptr(resource.MustParse(knestv1.DefaultMemory))
 	}
 	setIfEmpty(&m.RootDisk.Type, knestv1.RootDiskContainerDisk)
 	if m.NodeDrainTimeoutSeconds == nil {

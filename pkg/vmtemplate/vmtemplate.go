@@ -39,7 +39,7 @@ func Build(in Input) capkv1.VirtualMachineTemplateSpec {
 		knestv1.ClusterNameLabel: in.ClusterName,
 		knestv1.PoolNameLabel:    in.Pool,
 	}
-	memory := resource.MustParse("4Gi")
+	memory := resource.MustParse(knestv1.DefaultMemory)
 	if in.Machine.Memory != nil {
 		memory = *in.Machine.Memory
 	}
