@@ -26,8 +26,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -413,6 +415,14 @@ func canConnect(t *testing.T, tc tenant, addr string, port int) bool {
 
 // killWorkerAndExpectReplacement kills a worker's VM from outside and expects
 // Cluster API's health check to replace the node.
+//
+// KubeVirt restarts the VM (runStrategy Always) from a fresh disk and cloud-init runs
+// its `kubeadm join` again. That works only while the Machine's bootstrap token lives:
+// CABPK stops renewing it once the node has joined, and 15 minutes later the tenant's
+// token cleaner deletes it, after which a restarted worker cannot come back and the
+// health check replaces it. The test deletes the token first, as those 15 minutes
+// would, so it sees the replacement every time and not, depending on timing, a
+// rejoin of the same node.
 func killWorkerAndExpectReplacement(t *testing.T, key client.ObjectKey) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithTimeout(t.Context(), createTimeout)
@@ -423,6 +433,7 @@ func killWorkerAndExpectReplacement(t *testing.T, key client.ObjectKey) {
 	g.Expect(vms.Items).NotTo(BeEmpty())
 	victim := vms.Items[0]
 	machine := machineOfNode(t, key, victim.Name)
+	expireBootstrapToken(t, key, machine)
 	if s.local != nil {
 		pid := s.local.StandIn.PID(client.ObjectKeyFromObject(&victim))
 		g.Expect(pid).NotTo(BeZero(), "qemu of %s", victim.Name)
@@ -447,4 +458,26 @@ func killWorkerAndExpectReplacement(t *testing.T, key client.ObjectKey) {
 	}, createTimeout, poll).Should(Succeed())
 	expectNodesReady(t, tenantClient(t, key), 2)
 	s.timeline.add("worker VM killed", "replacement node Ready", time.Since(start))
+}
+
+// expireBootstrapToken deletes, in the tenant, the bootstrap token a Machine joined
+// with, as the token cleaner does once it has expired.
+func expireBootstrapToken(t *testing.T, key client.ObjectKey, machine string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	m := &clusterv1.Machine{}
+	g.Expect(s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: machine}, m)).To(Succeed())
+	cfg := &bootstrapv1.KubeadmConfig{}
+	g.Expect(s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: m.Spec.Bootstrap.ConfigRef.Name}, cfg)).To(Succeed())
+	id, _, ok := strings.Cut(cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token, ".")
+	g.Expect(ok).To(BeTrue(), "KubeadmConfig %s has no bootstrap token", cfg.Name)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: bootstrapapi.BootstrapTokenSecretPrefix + id}}
+	err := tenantClient(t, key).Delete(ctx, secret)
+	if apierrors.IsNotFound(err) {
+		t.Logf("bootstrap token %s of machine %s has already expired", id, machine)
+		return
+	}
+	g.Expect(err).NotTo(HaveOccurred(), "deleting bootstrap token %s", id)
+	t.Logf("deleted bootstrap token %s of machine %s: its VM, restarted, cannot rejoin", id, machine)
 }
