@@ -131,9 +131,9 @@ func (n *network) killStaleDNSMasq() {
 // allocate reserves an address for owner and publishes it to DHCP under mac.
 // Addresses are handed out in turn, so a released one is reused last: dnsmasq keeps
 // a deleted VM's lease (12 h), and while it does it refuses that address to the next
-// VM's MAC ("no address available"), which then never gets one. Measured: the
-// replacement of a killed worker was given the address of the worker scaled down
-// just before, and never got past DHCP.
+// VM's MAC ("no address available"), which then never gets one. Measured: a killed
+// worker's restarted instance was given the address of the worker scaled down just
+// before, and never got past DHCP.
 func (n *network) allocate(owner, mac string) (netip.Addr, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
