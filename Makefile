@@ -18,7 +18,7 @@ KUBEVIRT_CRDS_DIR := $(KNEST_CACHE)/testbin/kubevirt-$(KUBEVIRT_VERSION)
 TESTBIN := $(TESTBIN_DIR)/etcd $(TESTBIN_DIR)/kube-apiserver $(TESTBIN_DIR)/kube-controller-manager
 
 KUBE_TOOLS := hack/tools/kube
-KUBEVIRT_TOOLS := hack/tools/kubevirt-crds
+KUBEVIRT_TOOLS := hack/tools/kubevirt
 
 # What hack/lib/version.sh stamps in a release build; without it the binaries report
 # v0.0.0-master and version-sensitive clients (kubeadm, CAPI) misbehave.
@@ -88,7 +88,7 @@ $(TESTBIN_DIR)/kube-apiserver $(TESTBIN_DIR)/kube-controller-manager:
 
 $(KUBEVIRT_CRDS_DIR):
 	rm -rf $@.tmp
-	cd $(KUBEVIRT_TOOLS) && $(GO) run . -out $@.tmp
+	cd $(KUBEVIRT_TOOLS) && $(GO) run ./manifests -crds $@.tmp
 	mv $@.tmp $@
 include images/node-image.mk
 
@@ -104,5 +104,6 @@ bench: testbin ## Benchmark the controller against the test bed (docs/benchmark.
 	KNEST_TESTBIN=$(TESTBIN_DIR) KNEST_KUBEVIRT_CRDS=$(KUBEVIRT_CRDS_DIR) \
 		bin/bench -out $(BENCH_REPORT) $(BENCH_FLAGS)
 include hack/providers.mk
+include hack/kubevirt.mk
 include hack/e2e.mk
 include hack/kind.mk
