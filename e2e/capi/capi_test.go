@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/e2e/kubevirt"
 	"github.com/knest-dev/knest/e2e/providers"
 	"github.com/knest-dev/knest/internal/manager"
 	"github.com/knest-dev/knest/internal/testenv"
@@ -46,6 +47,7 @@ import (
 
 var (
 	env   *testenv.Env
+	kv    *kubevirt.KubeVirt
 	provs *providers.Providers
 )
 
@@ -76,6 +78,19 @@ func run(m *testing.M) int {
 		}
 	}()
 	bedStarted := time.Now()
+	// KubeVirt's webhooks first: every VirtualMachine CAPK creates goes through them.
+	if kv, err = kubevirt.Start(context.Background(), env, kubevirt.Options{
+		LogDir: os.Getenv(envLogDir), Configuration: kubevirtConfiguration(),
+	}); err != nil {
+		fmt.Fprintf(os.Stderr, "ERROR: failed to start KubeVirt: %v\n", err)
+		return 1
+	}
+	defer func() {
+		if err := kv.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "ERROR: failed to stop KubeVirt: %v\n", err)
+		}
+	}()
+	kvStarted := time.Now()
 	if provs, err = providers.Start(context.Background(), env, providers.Options{LogDir: os.Getenv(envLogDir)}); err != nil {
 		fmt.Fprintf(os.Stderr, "ERROR: failed to start the Cluster API providers: %v\n", err)
 		return 1
@@ -93,22 +108,16 @@ func run(m *testing.M) int {
 	}
 	defer knestLog.Close()
 	ctrl.SetLogger(zap.New(zap.WriteTo(knestLog)))
-	fmt.Printf("timing: test bed started in %s, providers in %s\n",
-		bedStarted.Sub(start).Round(100*time.Millisecond), time.Since(bedStarted).Round(100*time.Millisecond))
+	fmt.Printf("timing: test bed started in %s, KubeVirt in %s, providers in %s\n",
+		bedStarted.Sub(start).Round(100*time.Millisecond), kvStarted.Sub(bedStarted).Round(100*time.Millisecond),
+		time.Since(kvStarted).Round(100*time.Millisecond))
 	return m.Run()
 }
 
 func TestRenderedGraphWithRealClusterAPI(t *testing.T) {
 	g := NewWithT(t)
 	ctx := t.Context()
-	t.Cleanup(func() {
-		if t.Failed() {
-			provs.WriteLogs(os.Stderr, 200)
-			if b, err := os.ReadFile(filepath.Join(provs.LogDir, "knest.log")); err == nil {
-				fmt.Fprintf(os.Stderr, "===== knest =====\n%s\n", b)
-			}
-		}
-	})
+	t.Cleanup(func() { printLogsOnFailure(t) })
 	startController(t)
 
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-capi-"}}
@@ -242,6 +251,18 @@ func TestRenderedGraphWithRealClusterAPI(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	t.Logf("timing: namespace empty %s after delete", time.Since(deleting).Round(time.Second))
 	g.Expect(provs.Err()).NotTo(HaveOccurred())
+}
+
+// printLogsOnFailure prints the managers', KubeVirt's and knest's logs if t failed.
+func printLogsOnFailure(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	provs.WriteLogs(os.Stderr, 200)
+	kv.WriteLogs(os.Stderr, 100)
+	if b, err := os.ReadFile(filepath.Join(provs.LogDir, "knest.log")); err == nil {
+		fmt.Fprintf(os.Stderr, "===== knest =====\n%s\n", b)
+	}
 }
 
 // leftovers lists what is left in namespace of everything a NestedCluster leads to.

@@ -20,15 +20,10 @@ package providers
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,9 +34,10 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/cert"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/knest-dev/knest/e2e/internal/webhook"
 	"github.com/knest-dev/knest/internal/childproc"
 	"github.com/knest-dev/knest/internal/testenv"
 )
@@ -148,7 +144,7 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (_ *Providers, r
 	}
 
 	certDir := filepath.Join(dir, "serving-certs")
-	if p.caBundle, err = writeServingCert(certDir); err != nil {
+	if p.caBundle, err = webhook.WriteServingCert(certDir); err != nil {
 		return nil, err
 	}
 
@@ -250,7 +246,7 @@ func (p *Providers) startWebhookServer(ctx context.Context, prov provider, path 
 	logPath := filepath.Join(p.LogDir, prov.name+".log")
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
+		port, err := webhook.FreePort()
 		if err != nil {
 			return nil, 0, err
 		}
@@ -260,7 +256,7 @@ func (p *Providers) startWebhookServer(ctx context.Context, prov provider, path 
 		if err != nil {
 			return nil, 0, err
 		}
-		if lastErr = p.waitForWebhookServer(ctx, proc, port); lastErr == nil {
+		if lastErr = webhook.WaitForServer(ctx, proc, port, p.caBundle, startTimeout); lastErr == nil {
 			return proc, port, nil
 		}
 		proc.Stop()
@@ -271,50 +267,12 @@ func (p *Providers) startWebhookServer(ctx context.Context, prov provider, path 
 	return nil, 0, fmt.Errorf("%s (log: %s): %w", prov.name, logPath, lastErr)
 }
 
-func (p *Providers) waitForWebhookServer(ctx context.Context, proc *childproc.Process, port int) error {
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(p.caBundle)
-	hc := &http.Client{
-		Timeout:   5 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
-	}
-	defer hc.CloseIdleConnections()
-	url := fmt.Sprintf("https://127.0.0.1:%d/", port)
-	deadline := time.After(startTimeout)
-	var last error
-	for {
-		select {
-		case <-proc.Done():
-			return proc.ExitError()
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline:
-			return fmt.Errorf("webhook server on port %d did not answer within %s: %v", port, startTimeout, last)
-		case <-time.After(200 * time.Millisecond):
-		}
-		resp, err := hc.Get(url)
-		if err != nil {
-			// Not listening yet, or another process's port (then the manager exits).
-			last = err
-			continue
-		}
-		resp.Body.Close()
-		return nil
-	}
-}
-
-// url is where the API server reaches path on prov's webhook server.
-func (p *Providers) url(prov provider, path string) *string {
-	u := fmt.Sprintf("https://127.0.0.1:%d%s", p.ports[prov.name], path)
-	return &u
-}
-
 // installWebhooks installs the webhook configurations of prov's
 // config/webhook/manifests.yaml under clusterctl's names (kustomize namePrefix),
 // calling the manager directly instead of through its Service.
 func (p *Providers) installWebhooks(ctx context.Context, prov provider, modDir string) error {
 	path := filepath.Join(modDir, prov.config, "webhook", "manifests.yaml")
-	docs, err := readYAMLDocs(path)
+	docs, err := webhook.ReadYAMLDocs(path)
 	if err != nil {
 		return err
 	}
@@ -331,7 +289,7 @@ func (p *Providers) installWebhooks(ctx context.Context, prov provider, modDir s
 				return fmt.Errorf("%s: %w", path, err)
 			}
 			for i := range c.Webhooks {
-				if err := p.rewrite(prov, &c.Webhooks[i].ClientConfig); err != nil {
+				if err := webhook.PointAt(&c.Webhooks[i].ClientConfig, p.ports[prov.name], p.caBundle); err != nil {
 					return fmt.Errorf("%s: webhook %s: %w", path, c.Webhooks[i].Name, err)
 				}
 			}
@@ -342,7 +300,7 @@ func (p *Providers) installWebhooks(ctx context.Context, prov provider, modDir s
 				return fmt.Errorf("%s: %w", path, err)
 			}
 			for i := range c.Webhooks {
-				if err := p.rewrite(prov, &c.Webhooks[i].ClientConfig); err != nil {
+				if err := webhook.PointAt(&c.Webhooks[i].ClientConfig, p.ports[prov.name], p.caBundle); err != nil {
 					return fmt.Errorf("%s: webhook %s: %w", path, c.Webhooks[i].Name, err)
 				}
 			}
@@ -359,16 +317,6 @@ func (p *Providers) installWebhooks(ctx context.Context, prov provider, modDir s
 	return nil
 }
 
-func (p *Providers) rewrite(prov provider, cc *admissionregistrationv1.WebhookClientConfig) error {
-	if cc.Service == nil || cc.Service.Path == nil {
-		return errors.New("no service path to rewrite")
-	}
-	cc.URL = p.url(prov, *cc.Service.Path)
-	cc.Service = nil
-	cc.CABundle = p.caBundle
-	return nil
-}
-
 // enableConversion switches the CRDs that prov's config/crd/kustomization.yaml
 // patches with a conversion webhook (webhook_in_*.yaml) to that webhook.
 func (p *Providers) enableConversion(ctx context.Context, prov provider, modDir string) error {
@@ -378,7 +326,7 @@ func (p *Providers) enableConversion(ctx context.Context, prov provider, modDir 
 		return err
 	}
 	for _, rel := range patches {
-		docs, err := readYAMLDocs(filepath.Join(crdDir, rel))
+		docs, err := webhook.ReadYAMLDocs(filepath.Join(crdDir, rel))
 		if err != nil {
 			return err
 		}
@@ -399,7 +347,7 @@ func (p *Providers) enableConversion(ctx context.Context, prov provider, modDir 
 			want := &apiextensionsv1.CustomResourceConversion{
 				Strategy: apiextensionsv1.WebhookConverter,
 				Webhook: &apiextensionsv1.WebhookConversion{
-					ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: p.url(prov, path), CABundle: p.caBundle},
+					ClientConfig:             &apiextensionsv1.WebhookClientConfig{URL: ptr.To(fmt.Sprintf("https://127.0.0.1:%d%s", p.ports[prov.name], path)), CABundle: p.caBundle},
 					ConversionReviewVersions: conv.Webhook.ConversionReviewVersions,
 				},
 			}
@@ -417,40 +365,6 @@ func (p *Providers) enableConversion(ctx context.Context, prov provider, modDir 
 		}
 	}
 	return nil
-}
-
-// writeServingCert writes tls.crt and tls.key for 127.0.0.1 into dir and returns the
-// CA certificate that signed them.
-func writeServingCert(dir string) ([]byte, error) {
-	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("127.0.0.1", nil, []string{"localhost"})
-	if err != nil {
-		return nil, fmt.Errorf("failed to generate the webhook serving certificate: %w", err)
-	}
-	// The chain is the serving certificate followed by its CA.
-	_, rest := pem.Decode(certPEM)
-	ca, _ := pem.Decode(rest)
-	if ca == nil {
-		return nil, errors.New("generated certificate chain has no CA")
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), certPEM, 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600); err != nil {
-		return nil, err
-	}
-	return pem.EncodeToMemory(ca), nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // binDir returns the directory named by EnvProviders, checking that it holds every

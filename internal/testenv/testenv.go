@@ -135,6 +135,9 @@ func Start(ctx context.Context) (_ *Env, retErr error) {
 	}
 	e.env.ControlPlane.GetAPIServer().Path = filepath.Join(binDir, "kube-apiserver")
 	e.env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(binDir, "etcd")}
+	if err := configureRequestHeader(e.env.ControlPlane.GetAPIServer(), dir); err != nil {
+		return nil, err
+	}
 
 	if e.Config, err = e.env.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start etcd and kube-apiserver from %s: %w", binDir, err)
