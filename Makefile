@@ -29,6 +29,16 @@ KUBE_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go
 	-X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
 
 TEST_TIMEOUT ?= 20m
+
+# $(call apt-ensure,COMMAND:PACKAGE ...) installs, from Debian's packages, the package
+# of each command that is not on PATH: a fresh machine has none of them.
+define apt-ensure
+@missing=""; for t in $(1); do command -v $${t%%:*} >/dev/null || missing="$$missing $${t##*:}"; done; \
+if [ -n "$$missing" ]; then \
+	echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+fi
+endef
+
 GO_TEST_FLAGS ?=
 
 ##@ General

@@ -25,10 +25,7 @@ HOST_TOOLS := qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils dnsmasq:dns
 
 .PHONY: host-tools
 host-tools: ## Install what the KubeVirt stand-in needs (qemu, dnsmasq, genisoimage, nftables) from Debian packages.
-	@missing=""; for t in $(HOST_TOOLS); do command -v $${t%%:*} >/dev/null || missing="$$missing $${t##*:}"; done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	fi
+	$(call apt-ensure,$(HOST_TOOLS))
 	@[ "$$(id -u)" = 0 ] || { echo "the local host environment runs as root (bridge, tap devices)"; exit 1; }
 
 .PHONY: demo

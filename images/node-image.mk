@@ -9,8 +9,16 @@ NODE_IMAGE_DIR := $(KNEST_CACHE)/node-image/out/$(NODE_KUBE_VERSION)
 NODE_IMAGE_TEST_TIMEOUT ?= 120m
 NODE_IMAGE_TEST_FLAGS ?=
 
+# What images/build.sh runs (it stops with this list when one is missing).
+NODE_IMAGE_TOOLS := mmdebstrap:mmdebstrap mkfs.ext4:e2fsprogs e2fsck:e2fsprogs debugfs:e2fsprogs \
+	qemu-img:qemu-utils qemu-system-x86_64:qemu-system-x86
+
+.PHONY: node-image-tools
+node-image-tools: ## Install what the node image build needs (mmdebstrap, e2fsprogs, qemu) from Debian packages.
+	$(call apt-ensure,$(NODE_IMAGE_TOOLS))
+
 .PHONY: node-image
-node-image: ## Build the node image for NODE_KUBE_VERSION (default KUBE_VERSION) offline.
+node-image: node-image-tools ## Build the node image for NODE_KUBE_VERSION (default KUBE_VERSION) offline.
 	KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$(NODE_KUBE_VERSION) GO=$(GO) nice -n 10 images/build.sh
 
 .PHONY: node-image-test
