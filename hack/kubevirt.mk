@@ -8,7 +8,10 @@
 
 KUBEVIRT_DIR := $(KNEST_CACHE)/kubevirt/$(KUBEVIRT_VERSION)
 KUBEVIRT_COMPONENTS := virt-api virt-controller
-KUBEVIRT := $(addprefix $(KUBEVIRT_DIR)/bin/,$(KUBEVIRT_COMPONENTS)) $(KUBEVIRT_DIR)/install
+# A file only the current manifests tool writes stands for the install directory, so
+# one written by an older tool is generated again (the directory appears whole, by rename).
+KUBEVIRT_INSTALL := $(KUBEVIRT_DIR)/install/rbac-virt-controller.yaml
+KUBEVIRT := $(addprefix $(KUBEVIRT_DIR)/bin/,$(KUBEVIRT_COMPONENTS)) $(KUBEVIRT_INSTALL)
 # What KubeVirt's hack/version.sh stamps into a release build.
 KUBEVIRT_LDFLAGS := -s -w $(foreach kv,gitVersion=$(KUBEVIRT_VERSION) gitTreeState=clean \
 	buildDate=1970-01-01T00:00:00Z,-X kubevirt.io/client-go/version.$(kv))
@@ -28,7 +31,7 @@ $(addprefix $(KUBEVIRT_DIR)/bin/,$(KUBEVIRT_COMPONENTS)):
 		-o $@.tmp kubevirt.io/kubevirt/cmd/$(@F)
 	mv $@.tmp $@
 
-$(KUBEVIRT_DIR)/install:
-	rm -rf $@.tmp
-	cd $(KUBEVIRT_TOOLS) && $(GO) run ./manifests -install $@.tmp
-	mv $@.tmp $@
+$(KUBEVIRT_INSTALL):
+	rm -rf $(@D).tmp
+	cd $(KUBEVIRT_TOOLS) && $(GO) run ./manifests -install $(@D).tmp
+	rm -rf $(@D) && mv $(@D).tmp $(@D)

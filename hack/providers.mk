@@ -59,6 +59,6 @@ $(PROVIDERS_DIR)/VERSIONS: $(CAPI_TOOLS)/go.mod $(CAPK_TOOLS)/go.mod
 E2E_CAPI_TIMEOUT ?= 20m
 
 .PHONY: e2e-capi
-e2e-capi: testbin providers ## Run knest with the real Cluster API and CAPK managers on the test bed (no VMs).
-	KNEST_TESTBIN=$(TESTBIN_DIR) KNEST_KUBEVIRT_CRDS=$(KUBEVIRT_CRDS_DIR) KNEST_PROVIDERS=$(PROVIDERS_DIR) \
-		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_CAPI_TIMEOUT) $(GO_TEST_FLAGS) ./e2e/capi
+e2e-capi: testbin providers kubevirt ## Run knest with the real Cluster API, CAPK and KubeVirt (virt-api, virt-controller) on the test bed (no VMs boot).
+	KNEST_TESTBIN=$(TESTBIN_DIR) KNEST_KUBEVIRT_CRDS=$(KUBEVIRT_CRDS_DIR) KNEST_PROVIDERS=$(PROVIDERS_DIR) KNEST_KUBEVIRT=$(KUBEVIRT_DIR) \
+		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_CAPI_TIMEOUT) $(GO_TEST_FLAGS) ./e2e/capi ./e2e/kubevirt

@@ -224,6 +224,13 @@ func TestRenderedGraphWithRealClusterAPI(t *testing.T) {
 	keep(t, "userdata", string(userdata.Data["userdata"]))
 	g.Expect(string(userdata.Data["userdata"])).To(And(ContainSubstring("kubeadm init"), ContainSubstring("name: capk")))
 
+	// KubeVirt: virt-api admitted CAPK's VM (the test would not get here otherwise);
+	// virt-controller starts it as a VMI and a virt-launcher pod.
+	pod := launcherPod(ctx, g, ns.Name, vm.Name)
+	keep(t, "virt-launcher.yaml", pod)
+	checkLauncherPod(ctx, g, pod, "demo", nc.Spec.ControlPlane.MachineSpec, nil)
+	t.Logf("timing: control-plane virt-launcher pod created %s after create", time.Since(created).Round(time.Second))
+
 	// knest: the NestedCluster reports the endpoint and the infrastructure.
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, key, nc)).To(Succeed())
@@ -277,7 +284,7 @@ func leftovers(ctx context.Context, namespace string) []string {
 		&capkv1.KubevirtClusterList{}, &capkv1.KubevirtMachineList{}, &capkv1.KubevirtMachineTemplateList{},
 		&addonsv1.ClusterResourceSetList{}, &addonsv1.ClusterResourceSetBindingList{},
 		&kubevirtv1.VirtualMachineList{}, &kubevirtv1.VirtualMachineInstanceList{},
-		&corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{},
+		&corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.PodList{},
 	} {
 		if err := env.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
 			left = append(left, fmt.Sprintf("%T: %v", list, err))

@@ -136,7 +136,7 @@ func TestVirtualMachineVariantsThroughKubeVirt(t *testing.T) {
 			}
 			pod := launcherPod(ctx, g, ns.Name, name)
 			keep(t, "virt-launcher-"+pool.Name+".yaml", pod)
-			checkLauncherPod(ctx, g, pod, nc.Name, pool)
+			checkLauncherPod(ctx, g, pod, nc.Name, pool.MachineSpec, append(pool.GPUs, pool.HostDevices...))
 		})
 	}
 
@@ -174,14 +174,14 @@ func launcherPod(ctx context.Context, g Gomega, namespace, vmName string) *corev
 
 // checkLauncherPod checks the virt-launcher pod of a pool's VM: what the host
 // scheduler places it by, and the labels knest's isolation policy selects on.
-func checkLauncherPod(ctx context.Context, g Gomega, pod *corev1.Pod, clusterName string, pool knestv1.WorkerPool) {
-	cpu := pool.CPU
+func checkLauncherPod(ctx context.Context, g Gomega, pod *corev1.Pod, clusterName string, shape knestv1.MachineSpec, devices []knestv1.DeviceSpec) {
+	cpu := shape.CPU
 	if cpu == 0 {
 		cpu = knestv1.DefaultCPU
 	}
 	memory := resource.MustParse(knestv1.DefaultMemory)
-	if pool.Memory != nil {
-		memory = *pool.Memory
+	if shape.Memory != nil {
+		memory = *shape.Memory
 	}
 	var compute *corev1.Container
 	for i := range pod.Spec.Containers {
@@ -194,13 +194,13 @@ func checkLauncherPod(ctx context.Context, g Gomega, pod *corev1.Pod, clusterNam
 	// The whole VM is requested: every vCPU, and the guest's memory plus KubeVirt's
 	// overhead for qemu and virt-launcher.
 	g.Expect(requests.Cpu().Cmp(*resource.NewQuantity(int64(cpu), resource.DecimalSI))).To(Equal(0),
-		"pool %s: CPU request %s, want %d", pool.Name, requests.Cpu(), cpu)
+		"pod %s: CPU request %s, want %d", pod.Name, requests.Cpu(), cpu)
 	g.Expect(requests.Memory().Cmp(memory)).To(Equal(1),
-		"pool %s: memory request %s, want more than the guest's %s", pool.Name, requests.Memory(), memory.String())
-	for _, d := range append(append([]knestv1.DeviceSpec{}, pool.GPUs...), pool.HostDevices...) {
+		"pod %s: memory request %s, want more than the guest's %s", pod.Name, requests.Memory(), memory.String())
+	for _, d := range devices {
 		name := corev1.ResourceName(d.DeviceName)
 		g.Expect(compute.Resources.Limits).To(HaveKeyWithValue(name, resource.MustParse("1")),
-			"pool %s: the device %s is not a resource of the pod: %v", pool.Name, d.DeviceName, compute.Resources)
+			"pod %s: the device %s is not a resource of the pod: %v", pod.Name, d.DeviceName, compute.Resources)
 	}
 	// knest's isolation NetworkPolicy selects its VMs' pods by these labels.
 	policy := &networkingv1.NetworkPolicy{}

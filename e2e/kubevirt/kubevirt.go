@@ -10,11 +10,14 @@
 //     certificate from a CA made here; virt-operator's webhook configurations with
 //     clientConfig.url pointing at the process instead of the virt-api Service;
 //   - virt-controller turning VirtualMachines into VirtualMachineInstances and
-//     those into virt-launcher pods.
+//     those into virt-launcher pods;
+//   - each component as its service account, with the ServiceAccount, roles and
+//     bindings virt-operator gives it: it holds no more rights than in a cluster,
+//     and virt-api's admission, which lets only KubeVirt's own service accounts
+//     change some fields of a VMI, sees the user it expects.
 //
 // No virt-handler and no kubelet run here: a virt-launcher pod is created and stays
-// Pending. Both components run with the test bed's admin credentials, not their
-// ClusterRoles.
+// Pending.
 package kubevirt
 
 import (
@@ -34,7 +37,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -121,11 +126,12 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (_ *KubeVirt, re
 	if err := env.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, err
 	}
+	kvCR := &kubevirtv1.KubeVirt{
+		ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "kubevirt"},
+		Spec:       kubevirtv1.KubeVirtSpec{Configuration: opts.Configuration},
+	}
 	for _, obj := range []client.Object{
-		&kubevirtv1.KubeVirt{
-			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "kubevirt"},
-			Spec:       kubevirtv1.KubeVirtSpec{Configuration: opts.Configuration},
-		},
+		kvCR,
 		// virt-operator publishes the CA of KubeVirt's internal certificates here;
 		// virt-api trusts client certificates it signed.
 		&corev1.ConfigMap{
@@ -138,8 +144,18 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (_ *KubeVirt, re
 		}
 		k.installed = append(k.installed, obj)
 	}
+	// The components take their configuration only from a KubeVirt CR that
+	// virt-operator has given a phase (virt-config's GetConfigFromKubeVirtCR).
+	kvCR.Status.Phase = kubevirtv1.KubeVirtPhaseDeployed
+	if err := env.Client.Status().Update(ctx, kvCR); err != nil {
+		return nil, fmt.Errorf("failed to mark the KubeVirt CR deployed: %w", err)
+	}
 
 	for _, name := range components {
+		kubeconfig, err := k.installIdentity(ctx, filepath.Join(install, "rbac-"+name+".yaml"))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 		var args []string
 		switch name {
 		case "virt-api":
@@ -148,7 +164,7 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (_ *KubeVirt, re
 		case "virt-controller":
 			args = []string{"--prom-cert-file=" + crt, "--prom-key-file=" + key, "--launcher-image=" + LauncherImage}
 		}
-		proc, port, err := k.start(ctx, filepath.Join(kvDir, "bin", name), caBundle, args)
+		proc, port, err := k.start(ctx, filepath.Join(kvDir, "bin", name), kubeconfig, caBundle, args)
 		if err != nil {
 			return nil, err
 		}
@@ -215,7 +231,7 @@ func (k *KubeVirt) tails(lines int) string {
 // start runs a component on a free port (its TLS server: webhooks and subresources
 // for virt-api, metrics for virt-controller) and waits until it answers. A port taken
 // in between makes the component exit; it is retried on another.
-func (k *KubeVirt) start(ctx context.Context, path string, caBundle []byte, args []string) (*childproc.Process, int, error) {
+func (k *KubeVirt) start(ctx context.Context, path, kubeconfig string, caBundle []byte, args []string) (*childproc.Process, int, error) {
 	name := filepath.Base(path)
 	logPath := filepath.Join(k.LogDir, name+".log")
 	var lastErr error
@@ -224,7 +240,7 @@ func (k *KubeVirt) start(ctx context.Context, path string, caBundle []byte, args
 		if err != nil {
 			return nil, 0, err
 		}
-		argv := append([]string{path, "--kubeconfig=" + k.env.KubeconfigPath,
+		argv := append([]string{path, "--kubeconfig=" + kubeconfig,
 			"--listen=127.0.0.1", "--port=" + strconv.Itoa(port)}, args...)
 		if name == "virt-api" {
 			console, err := webhook.FreePort()
@@ -246,6 +262,37 @@ func (k *KubeVirt) start(ctx context.Context, path string, caBundle []byte, args
 		}
 	}
 	return nil, 0, fmt.Errorf("%s (log: %s): %w", name, logPath, lastErr)
+}
+
+// installIdentity creates the ServiceAccount, roles and bindings in the file (one
+// component's, as virt-operator installs them) and returns the path of a kubeconfig
+// that authenticates as that service account.
+func (k *KubeVirt) installIdentity(ctx context.Context, path string) (string, error) {
+	docs, err := webhook.ReadYAMLDocs(path)
+	if err != nil {
+		return "", err
+	}
+	var user string
+	var groups []string
+	for _, doc := range docs {
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(doc); err != nil {
+			return "", fmt.Errorf("%s: %w", path, err)
+		}
+		if obj.GetKind() == "ServiceAccount" {
+			user = serviceaccount.MakeUsername(obj.GetNamespace(), obj.GetName())
+			groups = serviceaccount.MakeGroupNames(obj.GetNamespace())
+		}
+		if err := k.env.Client.Create(ctx, obj); err != nil {
+			return "", fmt.Errorf("failed to create %s %s: %w", obj.GetKind(), obj.GetName(), err)
+		}
+		k.installed = append(k.installed, obj)
+	}
+	if user == "" {
+		return "", fmt.Errorf("%s: no ServiceAccount", path)
+	}
+	kubeconfig := filepath.Join(k.dir, strings.TrimSuffix(filepath.Base(path), ".yaml")+".kubeconfig")
+	return kubeconfig, k.env.WriteUserKubeconfig(kubeconfig, user, groups...)
 }
 
 // installCRDs creates every CRD in dir that the API server does not have yet (the
@@ -340,7 +387,11 @@ func componentsDir() (string, error) {
 	if dir == "" {
 		return "", fmt.Errorf("%s is not set: %s", EnvKubeVirt, hint)
 	}
-	for _, f := range []string{"bin/virt-api", "bin/virt-controller", "install/webhook-mutating.yaml", "install/webhook-validating.yaml"} {
+	files := []string{"install/webhook-mutating.yaml", "install/webhook-validating.yaml"}
+	for _, name := range components {
+		files = append(files, "bin/"+name, "install/rbac-"+name+".yaml")
+	}
+	for _, f := range files {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			return "", fmt.Errorf("%s=%s: %w: %s", EnvKubeVirt, dir, err, hint)
 		}

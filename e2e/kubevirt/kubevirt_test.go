@@ -9,6 +9,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -27,7 +28,7 @@ func TestStartAndStop(t *testing.T) {
 	env, err := testenv.Start(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { g.Expect(env.Stop()).To(Succeed()) })
-	kv, err := kubevirt.Start(ctx, env, kubevirt.Options{})
+	kv, err := kubevirt.Start(ctx, env, kubevirt.Options{LogDir: os.Getenv("KNEST_E2E_LOG_DIR")})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -64,5 +65,16 @@ func TestStartAndStop(t *testing.T) {
 		g.Expect(pods.Items).To(HaveLen(1))
 		g.Expect(pods.Items[0].Spec.Containers[0].Image).To(Equal(kubevirt.LauncherImage))
 	}, 3*time.Minute, time.Second).Should(Succeed())
+
+	// Deleting the VM takes its VMI and pod with it.
+	g.Expect(env.Client.Delete(ctx, vm)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		pods := &corev1.PodList{}
+		g.Expect(env.Client.List(ctx, pods, client.InNamespace("default"))).To(Succeed())
+		for _, obj := range []client.Object{&kubevirtv1.VirtualMachineInstance{}, &kubevirtv1.VirtualMachine{}} {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(vm), obj)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s: finalizers %v, %+v; pods %d", obj, vm.Name, obj.GetFinalizers(), obj, len(pods.Items))
+		}
+	}, time.Minute, time.Second).Should(Succeed())
 	g.Expect(kv.Err()).NotTo(HaveOccurred())
 }

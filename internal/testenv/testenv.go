@@ -181,7 +181,27 @@ func (e *Env) Stop() error {
 // WriteKubeconfig writes an admin kubeconfig for this API server to path, for code
 // that takes a kubeconfig file (the CLI).
 func (e *Env) WriteKubeconfig(path string) error {
-	if err := os.WriteFile(path, e.env.KubeConfig, 0o600); err != nil {
+	return writeKubeconfig(path, e.env.KubeConfig)
+}
+
+// WriteUserKubeconfig writes a kubeconfig for user name in groups to path: a client
+// certificate whose identity RBAC authorizes like any other, for a component that
+// must run as itself (KubeVirt's admission lets only its own service accounts write
+// some fields, by user name).
+func (e *Env) WriteUserKubeconfig(path, name string, groups ...string) error {
+	u, err := e.env.ControlPlane.AddUser(envtest.User{Name: name, Groups: groups}, nil)
+	if err != nil {
+		return fmt.Errorf("failed to add user %s: %w", name, err)
+	}
+	kubeconfig, err := u.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("failed to make a kubeconfig for %s: %w", name, err)
+	}
+	return writeKubeconfig(path, kubeconfig)
+}
+
+func writeKubeconfig(path string, kubeconfig []byte) error {
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
 		return fmt.Errorf("failed to write kubeconfig: %w", err)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -186,6 +187,35 @@ func TestWriteKubeconfig(t *testing.T) {
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(c.List(t.Context(), &clusterv1.ClusterList{})).To(Succeed())
+}
+
+func TestWriteUserKubeconfig(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	path := t.TempDir() + "/kubeconfig"
+	const user = "system:serviceaccount:other:reader"
+	g.Expect(env.WriteUserKubeconfig(path, user, "system:serviceaccounts")).To(Succeed())
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	g.Expect(err).NotTo(HaveOccurred())
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// Not an admin: RBAC decides, by user name or group.
+	g.Expect(c.List(t.Context(), &corev1.ConfigMapList{}, client.InNamespace(ns))).To(Satisfy(apierrors.IsForbidden))
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "read-configmaps"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list"}}},
+	}
+	g.Expect(env.Client.Create(t.Context(), role)).To(Succeed())
+	g.Expect(env.Client.Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "read-configmaps"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccounts"}},
+	})).To(Succeed())
+	g.Eventually(func() error {
+		return c.List(t.Context(), &corev1.ConfigMapList{}, client.InNamespace(ns))
+	}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+	g.Expect(c.List(t.Context(), &corev1.SecretList{}, client.InNamespace(ns))).To(Satisfy(apierrors.IsForbidden))
 }
 
 func TestStartFailsWithoutTestBed(t *testing.T) {

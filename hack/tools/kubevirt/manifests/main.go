@@ -8,7 +8,8 @@
 //	              server (`make kubevirt`): every CRD virt-operator installs, the
 //	              KubeVirt CRD, and virt-api's mutating and validating webhook
 //	              configurations for namespace kubevirt (clientConfig still names the
-//	              virt-api Service; e2e/kubevirt points it at the process).
+//	              virt-api Service; e2e/kubevirt points it at the process), and the
+//	              ServiceAccount and RBAC of each component (rbac-<component>.yaml).
 package main
 
 import (
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"kubevirt.io/kubevirt/pkg/virt-operator/resource/generate/components"
+	"kubevirt.io/kubevirt/pkg/virt-operator/resource/generate/rbac"
 	"sigs.k8s.io/yaml"
 )
 
@@ -66,11 +68,13 @@ func run(crdDir, installDir string) error {
 	); err != nil {
 		return err
 	}
-	for name, obj := range map[string]runtime.Object{
-		"webhook-mutating.yaml":   components.NewVirtAPIMutatingWebhookConfiguration(installNamespace),
-		"webhook-validating.yaml": components.NewVirtAPIValidatingWebhookConfiguration(installNamespace),
+	for name, objs := range map[string][]runtime.Object{
+		"webhook-mutating.yaml":     {components.NewVirtAPIMutatingWebhookConfiguration(installNamespace)},
+		"webhook-validating.yaml":   {components.NewVirtAPIValidatingWebhookConfiguration(installNamespace)},
+		"rbac-virt-api.yaml":        rbac.GetAllApiServer(installNamespace),
+		"rbac-virt-controller.yaml": rbac.GetAllController(installNamespace),
 	} {
-		if err := write(filepath.Join(installDir, name), obj); err != nil {
+		if err := write(filepath.Join(installDir, name), objs...); err != nil {
 			return err
 		}
 	}
@@ -96,25 +100,33 @@ func writeCRDs(dir string, newCRDs ...func() (*extv1.CustomResourceDefinition, e
 	return nil
 }
 
-// write drops the empty status and creationTimestamp typed objects always carry, as
-// KubeVirt's own tools/util.MarshallObject does.
-func write(path string, obj runtime.Object) error {
-	j, err := json.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	var u unstructured.Unstructured
-	if err := json.Unmarshal(j, &u.Object); err != nil {
-		return err
-	}
-	unstructured.RemoveNestedField(u.Object, "status")
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	b, err := yaml.Marshal(u.Object)
-	if err != nil {
-		return fmt.Errorf("failed to marshal %s: %w", filepath.Base(path), err)
+// write writes objs as YAML documents, without the empty status and
+// creationTimestamp typed objects always carry, as KubeVirt's own
+// tools/util.MarshallObject does.
+func write(path string, objs ...runtime.Object) error {
+	var out []byte
+	for i, obj := range objs {
+		j, err := json.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		var u unstructured.Unstructured
+		if err := json.Unmarshal(j, &u.Object); err != nil {
+			return err
+		}
+		unstructured.RemoveNestedField(u.Object, "status")
+		unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+		b, err := yaml.Marshal(u.Object)
+		if err != nil {
+			return fmt.Errorf("failed to marshal %s: %w", filepath.Base(path), err)
+		}
+		if i > 0 {
+			out = append(out, "---\n"...)
+		}
+		out = append(out, b...)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(path, b, 0o644)
+	return os.WriteFile(path, out, 0o644)
 }
