@@ -68,9 +68,11 @@ const (
 	ReadyCondition = "Ready"
 	// TopologyReconciledCondition is True when every Cluster API object matches the spec.
 	TopologyReconciledCondition = "TopologyReconciled"
-	// ControlPlaneReadyCondition is True when all control-plane machines are ready.
+	// ControlPlaneReadyCondition is True when Cluster API has observed the current
+	// control-plane spec and all its machines exist, are up to date and ready, with
+	// none to spare.
 	ControlPlaneReadyCondition = "ControlPlaneReady"
-	// WorkersReadyCondition is True when every pool has all its desired nodes ready.
+	// WorkersReadyCondition is True when the same holds for every pool.
 	WorkersReadyCondition = "WorkersReady"
 	// InfrastructureReadyCondition is True when the host side (KubevirtCluster,
 	// its API Service) is ready.
@@ -83,6 +85,8 @@ const (
 	ScalingUpReason              = "ScalingUp"
 	ScalingDownReason            = "ScalingDown"
 	RollingOutReason             = "RollingOut"
+	// ChangePendingReason: Cluster API has not yet observed the latest change.
+	ChangePendingReason = "ChangePending"
 	NodesNotReadyReason          = "NodesNotReady"
 	ReadyReason                  = "Ready"
 	PausedReason                 = "Paused"

@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -145,8 +146,14 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (_ *KubeVirt, re
 		k.installed = append(k.installed, obj)
 	}
 	// The components take their configuration only from a KubeVirt CR that
-	// virt-operator has given a phase (virt-config's GetConfigFromKubeVirtCR).
+	// virt-operator has given a phase (virt-config's GetConfigFromKubeVirtCR), and
+	// the default architecture from its status, which virt-operator sets as
+	// KubeVirtDeploymentConfig.SetDefaultArchitecture does.
 	kvCR.Status.Phase = kubevirtv1.KubeVirtPhaseDeployed
+	kvCR.Status.DefaultArchitecture = runtime.GOARCH
+	if a := opts.Configuration.ArchitectureConfiguration; a != nil && a.DefaultArchitecture != "" {
+		kvCR.Status.DefaultArchitecture = a.DefaultArchitecture
+	}
 	if err := env.Client.Status().Update(ctx, kvCR); err != nil {
 		return nil, fmt.Errorf("failed to mark the KubeVirt CR deployed: %w", err)
 	}

@@ -121,6 +121,44 @@ func TestScaleChangesPropagate(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 }
 
+func TestPauseHoldsChangesUntilUnpaused(t *testing.T) {
+	g := NewWithT(t)
+	startController(t)
+	nc := newCluster(namespace(t, g), "pause")
+	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
+	graph := waitForGraph(g, nc)
+	c := graph.Cluster.DeepCopy()
+	md := graph.Pools[0].MachineDeployment.DeepCopy()
+	get(g, md)
+	replicas := *md.Spec.Replicas
+
+	update(g, nc, func(nc *knestv1.NestedCluster) {
+		nc.Spec.Paused = true
+		nc.Spec.Workers[0].Replicas = ptr.To(int32(5))
+	})
+	// Cluster API is told (it then leaves every machine of the Cluster alone) ...
+	g.Eventually(func(g Gomega) {
+		get(g, c)
+		g.Expect(ptr.Deref(c.Spec.Paused, false)).To(BeTrue())
+		get(g, nc)
+		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhasePaused))
+	}, timeout, interval).Should(Succeed())
+	// ... and knest holds the spec change back.
+	g.Consistently(func(g Gomega) {
+		get(g, md)
+		g.Expect(*md.Spec.Replicas).To(Equal(replicas))
+	}, 2*time.Second, interval).Should(Succeed())
+
+	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Paused = false })
+	g.Eventually(func(g Gomega) {
+		get(g, c)
+		get(g, md)
+		g.Expect(ptr.Deref(c.Spec.Paused, false)).To(BeFalse())
+		g.Expect(*md.Spec.Replicas).To(BeEquivalentTo(5))
+	}, timeout, interval).Should(Succeed())
+}
+
 func TestSpecChangeRollsTemplatesAndPrunesUnusedOnes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -200,12 +238,15 @@ func simulateClusterAPI(g Gomega, graph *cluster.Graph, workersReady int32) {
 		kcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
 		kcp.Status.Replicas, kcp.Status.ReadyReplicas = kcp.Spec.Replicas, kcp.Spec.Replicas
 		kcp.Status.Version = kcp.Spec.Version
+		kcp.Status.UpToDateReplicas = kcp.Spec.Replicas
+		kcp.Status.ObservedGeneration = kcp.Generation
 		g.Expect(env.Client.Status().Update(ctx, kcp)).To(Succeed())
 
 		for _, p := range graph.Pools {
 			md := p.MachineDeployment.DeepCopy()
 			get(g, md)
 			md.Status.Replicas, md.Status.ReadyReplicas, md.Status.UpToDateReplicas = &workersReady, &workersReady, &workersReady
+			md.Status.ObservedGeneration = md.Generation
 			g.Expect(env.Client.Status().Update(ctx, md)).To(Succeed())
 		}
 	}, timeout, interval).Should(Succeed())

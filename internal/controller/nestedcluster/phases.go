@@ -35,8 +35,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 
 	objs := graph.Objects()
 	if s.nc.Spec.Paused {
-		// Only propagate the pause itself; leave everything else as it is.
-		objs = objs[:1]
+		// Only propagate the pause itself, which Cluster API's controllers honour for
+		// every object of the Cluster; leave everything else as it is.
+		objs = []client.Object{graph.Cluster}
 	}
 	for _, obj := range objs {
 		wrote, err := r.apply(ctx, s.nc, obj)

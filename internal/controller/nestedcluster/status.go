@@ -61,8 +61,8 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 
 	setTopologyReconciledCondition(nc, s)
 	setInfrastructureReadyCondition(nc, s.cluster)
-	setControlPlaneReadyCondition(nc, kcp)
-	setWorkersReadyCondition(nc)
+	setControlPlaneReadyCondition(nc, s)
+	setWorkersReadyCondition(nc, s)
 	setReadyCondition(nc)
 	st.Phase = phase(nc, s, initialized)
 }
@@ -80,6 +80,10 @@ func setTopologyReconciledCondition(nc *knestv1.NestedCluster, s *scope) {
 	switch {
 	case !nc.DeletionTimestamp.IsZero():
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.DeletingReason, "The cluster is being deleted"
+		// Cluster API says what its deletion waits for (machines draining, the control plane).
+		if d := clusterCondition(s.cluster, clusterv1.ClusterDeletingCondition); d != nil && d.Status == metav1.ConditionTrue && d.Message != "" {
+			c.Message += "; Cluster API: " + d.Message
+		}
 	case s.applyErr != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.ApplyFailedReason, s.applyErr.Error()
 	case nc.Spec.Paused:
@@ -97,39 +101,89 @@ func setInfrastructureReadyCondition(nc *knestv1.NestedCluster, c *clusterv1.Clu
 	conditions.Set(nc, cond)
 }
 
-func setControlPlaneReadyCondition(nc *knestv1.NestedCluster, kcp *controlplanev1.KubeadmControlPlane) {
+func setControlPlaneReadyCondition(nc *knestv1.NestedCluster, s *scope) {
+	kcp := s.controlPlane
 	cp := nc.Status.ControlPlane
 	cond := metav1.Condition{Type: knestv1.ControlPlaneReadyCondition, Status: metav1.ConditionTrue, Reason: knestv1.ReadyReason}
+	var want *controlplanev1.KubeadmControlPlane
+	if s.graph != nil {
+		want = s.graph.ControlPlane
+	}
 	switch {
+	case !nc.DeletionTimestamp.IsZero():
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.DeletingReason
+		cond.Message = "The control plane is deleted with the cluster"
 	case kcp == nil || !ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false):
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.WaitingForControlPlaneReason
 		cond.Message = fmt.Sprintf("Waiting for the first control-plane node to run kubeadm init (%d/%d ready)", cp.Ready, cp.Desired)
+	case kcp.Status.ObservedGeneration < kcp.Generation || want != nil && (ptr.Deref(kcp.Spec.Replicas, 0) != ptr.Deref(want.Spec.Replicas, 0) ||
+		kcp.Spec.Version != want.Spec.Version || kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name != want.Spec.MachineTemplate.Spec.InfrastructureRef.Name):
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.ChangePendingReason
+		cond.Message = "Cluster API has not yet observed the latest control-plane change"
 	case kcp.Status.Version != "" && kcp.Status.Version != nc.Spec.Version:
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.RollingOutReason
 		cond.Message = fmt.Sprintf("Upgrading the control plane from %s to %s", kcp.Status.Version, nc.Spec.Version)
-	case cp.Ready < cp.Desired:
+	case ptr.Deref(kcp.Status.UpToDateReplicas, 0) < cp.Current:
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.RollingOutReason
+		cond.Message = fmt.Sprintf("Rolling out the control plane: %d of %d nodes up to date", ptr.Deref(kcp.Status.UpToDateReplicas, 0), cp.Current)
+	case cp.Current > cp.Desired:
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.ScalingDownReason
+		cond.Message = fmt.Sprintf("Removing control-plane nodes: %d exist, %d desired", cp.Current, cp.Desired)
+	case cp.Ready < cp.Desired || cp.Current < cp.Desired:
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.ScalingUpReason
 		cond.Message = fmt.Sprintf("%d of %d control-plane nodes ready", cp.Ready, cp.Desired)
-	case ptr.Deref(kcp.Status.Replicas, 0) > cp.Desired:
-		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.ScalingDownReason
-		cond.Message = fmt.Sprintf("Removing control-plane nodes: %d exist, %d desired", ptr.Deref(kcp.Status.Replicas, 0), cp.Desired)
 	}
 	conditions.Set(nc, cond)
 }
 
-func setWorkersReadyCondition(nc *knestv1.NestedCluster) {
+func setWorkersReadyCondition(nc *knestv1.NestedCluster, s *scope) {
 	cond := metav1.Condition{Type: knestv1.WorkersReadyCondition, Status: metav1.ConditionTrue, Reason: knestv1.ReadyReason}
 	var waiting []string
 	for _, p := range nc.Status.Workers {
-		if p.Ready < p.Desired {
-			waiting = append(waiting, fmt.Sprintf("%s %d/%d", p.Name, p.Ready, p.Desired))
+		var want *clusterv1.MachineDeployment
+		if s.graph != nil {
+			for _, gp := range s.graph.Pools {
+				if gp.Name == p.Name {
+					want = gp.MachineDeployment
+				}
+			}
 		}
+		reason, msg := poolShortfall(p, want, s.pools[p.Name])
+		if reason == "" {
+			continue
+		}
+		if len(waiting) == 0 {
+			cond.Status, cond.Reason = metav1.ConditionFalse, reason
+		}
+		waiting = append(waiting, fmt.Sprintf("%s %s", p.Name, msg))
 	}
 	if len(waiting) > 0 {
-		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.NodesNotReadyReason
 		cond.Message = "Worker pools not ready: " + strings.Join(waiting, ", ")
 	}
 	conditions.Set(nc, cond)
+}
+
+// poolShortfall says what keeps a pool from where its spec wants it, or returns an
+// empty reason. A pool is there when Cluster API has observed the MachineDeployment
+// knest renders now (want; nil when unknown) and all its machines exist, are up to
+// date and ready, with none to spare: not mid-surge, not mid-scale-down.
+func poolShortfall(p knestv1.PoolStatus, want, md *clusterv1.MachineDeployment) (reason, msg string) {
+	switch {
+	case md == nil || md.Generation == 0:
+		return knestv1.NodesNotReadyReason, fmt.Sprintf("%d/%d", p.Ready, p.Desired)
+	case md.Status.ObservedGeneration < md.Generation || want != nil && (ptr.Deref(md.Spec.Replicas, 0) != ptr.Deref(want.Spec.Replicas, 0) ||
+		md.Spec.Template.Spec.InfrastructureRef.Name != want.Spec.Template.Spec.InfrastructureRef.Name ||
+		md.Spec.Template.Spec.Bootstrap.ConfigRef.Name != want.Spec.Template.Spec.Bootstrap.ConfigRef.Name ||
+		md.Spec.Template.Spec.Version != want.Spec.Template.Spec.Version):
+		return knestv1.ChangePendingReason, "(change not yet observed by Cluster API)"
+	case ptr.Deref(md.Status.UpToDateReplicas, 0) < p.Current:
+		return knestv1.RollingOutReason, fmt.Sprintf("%d/%d (rolling out: %d of %d up to date)", p.Ready, p.Desired, ptr.Deref(md.Status.UpToDateReplicas, 0), p.Current)
+	case p.Current > p.Desired:
+		return knestv1.ScalingDownReason, fmt.Sprintf("%d/%d (scaling down from %d)", p.Ready, p.Desired, p.Current)
+	case p.Ready < p.Desired || p.Current < p.Desired:
+		return knestv1.NodesNotReadyReason, fmt.Sprintf("%d/%d", p.Ready, p.Desired)
+	}
+	return "", ""
 }
 
 // setReadyCondition is the summary: the first condition that is not True decides.
@@ -182,6 +236,13 @@ func rollingOut(s *scope) bool {
 		}
 	}
 	return false
+}
+
+func clusterCondition(c *clusterv1.Cluster, t string) *metav1.Condition {
+	if c == nil {
+		return nil
+	}
+	return conditions.Get(c, t)
 }
 
 func readyMessage(nc *knestv1.NestedCluster) string {

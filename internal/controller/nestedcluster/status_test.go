@@ -19,21 +19,43 @@ import (
 )
 
 func TestSummarize(t *testing.T) {
+	// Helpers build what Cluster API reports, including the states that must not read
+	// as Ready: more machines than desired (a surge, a scale-down), fewer up to date
+	// (a rollout), and a generation it has not observed yet.
 	kcp := func(initialized bool, ready, replicas int32, version string) *controlplanev1.KubeadmControlPlane {
 		k := &controlplanev1.KubeadmControlPlane{}
+		k.Generation, k.Status.ObservedGeneration = 1, 1
+		k.Spec.Replicas = ptr.To(int32(1))
 		k.Status.Initialization.ControlPlaneInitialized = ptr.To(initialized)
 		k.Status.ReadyReplicas = ptr.To(ready)
 		k.Status.Replicas = ptr.To(replicas)
+		k.Status.UpToDateReplicas = ptr.To(replicas)
 		k.Status.Version = version
 		return k
 	}
 	md := func(replicas, ready, upToDate int32) *clusterv1.MachineDeployment {
 		m := &clusterv1.MachineDeployment{}
-		m.Spec.Replicas = ptr.To(replicas)
+		m.Generation, m.Status.ObservedGeneration = 1, 1
+		m.Spec.Replicas = ptr.To(int32(2))
 		m.Status.Replicas = ptr.To(replicas)
 		m.Status.ReadyReplicas = ptr.To(ready)
 		m.Status.UpToDateReplicas = ptr.To(upToDate)
 		return m
+	}
+	unobserved := func(m *clusterv1.MachineDeployment) *clusterv1.MachineDeployment {
+		m.Generation++
+		return m
+	}
+	pools := func(m *clusterv1.MachineDeployment) map[string]*clusterv1.MachineDeployment {
+		return map[string]*clusterv1.MachineDeployment{"workers": m}
+	}
+	// rendered is the graph knest applies for the spec under test, with the pool at want
+	// replicas: a cached MachineDeployment that differs is one Cluster API has not seen
+	// the change of.
+	rendered := func(want int32) *cluster.Graph {
+		m := md(0, 0, 0)
+		m.Spec.Replicas = ptr.To(want)
+		return &cluster.Graph{ControlPlane: kcp(false, 0, 0, ""), Pools: []cluster.Pool{{Name: "workers", MachineDeployment: m}}}
 	}
 	infra := &clusterv1.Cluster{}
 	infra.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
@@ -67,38 +89,84 @@ func TestSummarize(t *testing.T) {
 		},
 		{
 			name:      "initialized, workers joining",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: map[string]*clusterv1.MachineDeployment{"workers": md(2, 1, 2)}},
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(2, 1, 2))},
 			previous:  knestv1.PhaseProvisioning,
 			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: knestv1.NodesNotReadyReason,
 			wantCP: "1/1", wantWorkers: "1/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "all ready",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: map[string]*clusterv1.MachineDeployment{"workers": md(2, 2, 2)}},
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(2, 2, 2))},
 			previous:  knestv1.PhaseProvisioning,
 			wantPhase: knestv1.PhaseRunning, wantReady: metav1.ConditionTrue, wantReason: knestv1.ReadyReason,
 			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "was running, a pool grows",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: map[string]*clusterv1.MachineDeployment{"workers": md(2, 1, 2)}},
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(2, 1, 2))},
 			previous:  knestv1.PhaseRunning,
 			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.NodesNotReadyReason,
 			wantCP: "1/1", wantWorkers: "1/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "control plane on an older version",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, "v1.33.1"), pools: map[string]*clusterv1.MachineDeployment{"workers": md(2, 2, 2)}},
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, "v1.33.1"), pools: pools(md(2, 2, 2))},
 			previous:  knestv1.PhaseRunning,
 			wantPhase: knestv1.PhaseUpgrading, wantReady: metav1.ConditionFalse, wantReason: knestv1.RollingOutReason,
 			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "pool rolling to a new template",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: map[string]*clusterv1.MachineDeployment{"workers": md(2, 1, 1)}},
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(2, 1, 1))},
 			previous:  knestv1.PhaseRunning,
-			wantPhase: knestv1.PhaseUpgrading, wantReady: metav1.ConditionFalse, wantReason: knestv1.NodesNotReadyReason,
+			wantPhase: knestv1.PhaseUpgrading, wantReady: metav1.ConditionFalse, wantReason: knestv1.RollingOutReason,
 			wantCP: "1/1", wantWorkers: "1/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name:      "pool surging mid-rollout, all ready",
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(3, 3, 1))},
+			previous:  knestv1.PhaseRunning,
+			wantPhase: knestv1.PhaseUpgrading, wantReady: metav1.ConditionFalse, wantReason: knestv1.RollingOutReason,
+			wantCP: "1/1", wantWorkers: "3/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name:      "pool scaling down, more ready than desired",
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(3, 3, 3))},
+			previous:  knestv1.PhaseRunning,
+			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.ScalingDownReason,
+			wantCP: "1/1", wantWorkers: "3/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name:      "pool at a generation Cluster API has not observed",
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(unobserved(md(2, 2, 2)))},
+			previous:  knestv1.PhaseRunning,
+			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.ChangePendingReason,
+			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name:      "cached pool behind what knest just applied",
+			scope:     scope{graph: rendered(3), cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(2, 2, 2))},
+			previous:  knestv1.PhaseRunning,
+			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.ChangePendingReason,
+			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name:      "control plane scaling down",
+			scope:     scope{cluster: infra, controlPlane: kcp(true, 3, 3, knestv1.DefaultVersion), pools: pools(md(2, 2, 2))},
+			previous:  knestv1.PhaseRunning,
+			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.ScalingDownReason,
+			wantCP: "3/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name: "control plane at a generation Cluster API has not observed",
+			scope: scope{cluster: infra, controlPlane: func() *controlplanev1.KubeadmControlPlane {
+				k := kcp(true, 1, 1, knestv1.DefaultVersion)
+				k.Generation++
+				return k
+			}(), pools: pools(md(2, 2, 2))},
+			previous:  knestv1.PhaseRunning,
+			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.ChangePendingReason,
+			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "the API server refused a rendered object",
@@ -158,4 +226,21 @@ func TestSummarizeKeepsTransitionTimes(t *testing.T) {
 	before := nc.Status.DeepCopy()
 	summarize(nc, &scope{})
 	g.Expect(nc.Status).To(Equal(*before), "an unchanged world must produce an identical status (no writes at rest)")
+}
+
+func TestSummarizeWhileDeletingSaysWhatItWaitsFor(t *testing.T) {
+	g := NewWithT(t)
+	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", DeletionTimestamp: ptr.To(metav1.Now())}}
+	cluster.Default(nc)
+	c := &clusterv1.Cluster{}
+	c.Status.Conditions = []metav1.Condition{{Type: clusterv1.ClusterDeletingCondition, Status: metav1.ConditionTrue,
+		Reason: clusterv1.ClusterDeletingWaitingForWorkersDeletionReason, Message: "* MachineDeployments: demo-workers"}}
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	kcp.Status.Replicas = ptr.To(int32(1))
+	summarize(nc, &scope{cluster: c, controlPlane: kcp})
+
+	g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).To(Equal("The cluster is being deleted; Cluster API: * MachineDeployments: demo-workers"))
+	cp := conditions.Get(nc, knestv1.ControlPlaneReadyCondition)
+	g.Expect(cp.Reason).To(Equal(knestv1.DeletingReason))
+	g.Expect(cp.Message).NotTo(ContainSubstring("kubeadm init"))
 }
