@@ -50,5 +50,9 @@ func (c *Client) Create(ctx context.Context, nc *knestv1.NestedCluster, opts ...
 	if o.wait <= 0 {
 		return nil
 	}
-	return c.Wait(ctx, client.ObjectKeyFromObject(nc), WaitWithTimeout(o.wait))
+	if err := c.Wait(ctx, client.ObjectKeyFromObject(nc), WaitWithTimeout(o.wait)); err != nil {
+		return fmt.Errorf("%w\nNestedCluster %s stays in namespace %s and the controller keeps working on it: follow it with `knest get %s -n %s`, or remove it and everything built for it with `knest delete %s -n %s`",
+			err, nc.Name, nc.Namespace, nc.Name, nc.Namespace, nc.Name, nc.Namespace)
+	}
+	return nil
 }

@@ -106,7 +106,25 @@ func (c *Client) Scale(ctx context.Context, key client.ObjectKey, req scale.Requ
 	if o.wait <= 0 {
 		return plan, nil
 	}
-	return plan, c.Wait(ctx, key, WaitWithTimeout(o.wait))
+	if err := c.Wait(ctx, key, WaitWithTimeout(o.wait)); err != nil {
+		return plan, fmt.Errorf("%w\nThe change (%s) stays applied and the controller keeps working on it; to undo it: %s",
+			err, strings.Join(changes, ", "), undoCommand(key, plan))
+	}
+	return plan, nil
+}
+
+// undoCommand is the knest scale command that returns every group plan changes to its
+// previous size.
+func undoCommand(key client.ObjectKey, plan scale.Plan) string {
+	cmd := fmt.Sprintf("knest scale %s -n %s", key.Name, key.Namespace)
+	for _, ch := range plan.Changes {
+		if ch.Pool == knestv1.ControlPlanePool {
+			cmd += fmt.Sprintf(" --control-plane %d", ch.From)
+		} else {
+			cmd += fmt.Sprintf(" --pool %s=%d", ch.Pool, ch.From)
+		}
+	}
+	return cmd
 }
 
 // machines lists the Cluster API Machines of the cluster.

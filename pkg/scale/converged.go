@@ -60,12 +60,21 @@ func PoolStatus(nc *knestv1.NestedCluster, pool string) (knestv1.ReplicaStatus, 
 }
 
 // Blocking returns the condition that best explains why nc is not ready: the first
-// condition that is not True, preferring a specific one over the Ready summary. It
-// returns nil when every condition is True.
+// that is not True in the order the controller's Ready summary picks its cause (the
+// graph applied, the infrastructure, the control plane, the workers), then any other
+// condition that is not True, then Ready itself. It returns nil when every condition
+// is True.
 func Blocking(nc *knestv1.NestedCluster) *metav1.Condition {
+	conds := nc.Status.Conditions
+	for _, t := range []string{knestv1.TopologyReconciledCondition, knestv1.InfrastructureReadyCondition,
+		knestv1.ControlPlaneReadyCondition, knestv1.WorkersReadyCondition} {
+		if c := meta.FindStatusCondition(conds, t); c != nil && c.Status != metav1.ConditionTrue {
+			return c
+		}
+	}
 	var ready *metav1.Condition
-	for i := range nc.Status.Conditions {
-		c := &nc.Status.Conditions[i]
+	for i := range conds {
+		c := &conds[i]
 		if c.Status == metav1.ConditionTrue {
 			continue
 		}

@@ -280,4 +280,10 @@ func TestBlocking(t *testing.T) {
 
 	nc.Status.Conditions[1] = metav1.Condition{Type: knestv1.WorkersReadyCondition, Status: metav1.ConditionFalse, Reason: knestv1.NodesNotReadyReason}
 	g.Expect(Blocking(nc).Type).To(Equal(knestv1.WorkersReadyCondition), "a specific condition explains more than the summary")
+
+	// The cause comes first whatever order the conditions are stored in: a failed
+	// apply explains more than the machines that wait for it.
+	nc.Status.Conditions = append(nc.Status.Conditions, metav1.Condition{Type: knestv1.TopologyReconciledCondition,
+		Status: metav1.ConditionFalse, Reason: knestv1.ApplyFailedReason, Message: "failed to apply Cluster demo: forbidden"})
+	g.Expect(Blocking(nc).Reason).To(Equal(knestv1.ApplyFailedReason))
 }

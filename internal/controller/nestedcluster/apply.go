@@ -46,6 +46,9 @@ func (r *Reconciler) apply(ctx context.Context, nc *knestv1.NestedCluster, desir
 	current := desired.DeepCopyObject().(client.Object)
 	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), current); {
 	case err == nil:
+		if !ownedBy(current, nc) {
+			return false, &NotOwnedError{Kind: u.GetKind(), Name: u.GetName(), Cluster: nc.Name}
+		}
 		if current.GetAnnotations()[appliedHashAnnotation] == hash {
 			return false, nil
 		}
@@ -63,6 +66,27 @@ func (r *Reconciler) apply(ctx context.Context, nc *knestv1.NestedCluster, desir
 		return false, fmt.Errorf("failed to apply %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	return true, nil
+}
+
+// NotOwnedError is an object knest would create that already exists without the
+// NestedCluster among its owners: someone else's, which knest neither overwrites nor
+// (by garbage collection, once it owned it) deletes.
+type NotOwnedError struct {
+	Kind, Name, Cluster string
+}
+
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("%s %s already exists and does not belong to NestedCluster %s; knest does not take over objects it did not create: delete or rename that %s, or give the cluster another name",
+		e.Kind, e.Name, e.Cluster, e.Kind)
+}
+
+func ownedBy(obj client.Object, nc *knestv1.NestedCluster) bool {
+	for _, ref := range obj.GetOwnerReferences() {
+		if ref.UID == nc.UID {
+			return true
+		}
+	}
+	return false
 }
 
 // ControlledByCluster tells the objects that Cluster API's Cluster controller makes

@@ -120,7 +120,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		summarize(nc, s)
 		r.recordPhase(nc, previous)
 		opts := []patch.Option{patch.WithOwnedConditions{Conditions: ownedConditions}}
-		if reterr == nil && s.applyErr == nil {
+		// Failed is a verdict on this generation: waits end on it, so it is observed.
+		if reterr == nil && s.applyErr == nil || nc.Status.Phase == knestv1.PhaseFailed {
 			opts = append(opts, patch.WithStatusObservedGeneration{})
 		}
 		if err := helper.Patch(ctx, nc, opts...); err != nil && !(apierrors.IsNotFound(err) && !nc.DeletionTimestamp.IsZero()) {

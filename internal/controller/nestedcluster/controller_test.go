@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -399,4 +400,39 @@ func TestNoWritesAtRest(t *testing.T) {
 	g.Expect(versions()).To(Equal(before), "no Cluster API object may be rewritten when nothing changed")
 	get(g, nc)
 	g.Expect(nc.ResourceVersion).To(Equal(ncVersion), "the NestedCluster's status must not be rewritten when nothing changed")
+}
+
+func TestRefusesToTakeOverAnObjectItDoesNotOwn(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startController(t)
+	ns := namespace(t, g)
+	theirs := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster.IsolationName("taken"), Labels: map[string]string{"owner": "someone-else"}},
+		Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
+	}
+	g.Expect(env.Client.Create(ctx, theirs)).To(Succeed())
+	nc := newCluster(ns, "taken")
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+
+	// Failed, for this generation (so a waiting CLI stops), naming the object.
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseFailed))
+		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
+		g.Expect(conditions.GetReason(nc, knestv1.ReadyCondition)).To(Equal(knestv1.ApplyFailedReason))
+		g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).To(ContainSubstring(
+			"NetworkPolicy taken-isolation already exists and does not belong to NestedCluster taken"))
+	}, timeout, interval).Should(Succeed())
+	// Theirs is untouched and nothing else was created.
+	after := theirs.DeepCopy()
+	get(g, after)
+	g.Expect(after.ResourceVersion).To(Equal(theirs.ResourceVersion))
+	g.Expect(after.OwnerReferences).To(BeEmpty())
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken"}, &clusterv1.Cluster{})).To(Satisfy(apierrors.IsNotFound))
+
+	// Once it is out of the way, the cluster is built.
+	g.Expect(env.Client.Delete(ctx, theirs)).To(Succeed())
+	update(g, nc, func(nc *knestv1.NestedCluster) { metav1.SetMetaDataAnnotation(&nc.ObjectMeta, "retry", "1") })
+	waitForGraph(g, nc)
 }

@@ -1,6 +1,7 @@
 package nestedcluster
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -209,8 +210,7 @@ func phase(nc *knestv1.NestedCluster, s *scope, initialized bool) knestv1.Phase 
 	switch {
 	case !nc.DeletionTimestamp.IsZero():
 		return knestv1.PhaseDeleting
-	case s.applyErr != nil && (apierrors.IsInvalid(s.applyErr) || s.graph == nil):
-		// The API server refused what knest rendered: retrying will not help.
+	case failed(s):
 		return knestv1.PhaseFailed
 	case nc.Spec.Paused:
 		return knestv1.PhasePaused
@@ -225,6 +225,14 @@ func phase(nc *knestv1.NestedCluster, s *scope, initialized bool) knestv1.Phase 
 	default:
 		return knestv1.PhaseScaling
 	}
+}
+
+// failed tells an apply error that retrying will not fix: the API server refused
+// what knest rendered, the spec could not be rendered, or an object in the way is
+// someone else's.
+func failed(s *scope) bool {
+	var notOwned *NotOwnedError
+	return s.applyErr != nil && (apierrors.IsInvalid(s.applyErr) || s.graph == nil || errors.As(s.applyErr, &notOwned))
 }
 
 // rollingOut is true while a MachineDeployment still has machines from an older

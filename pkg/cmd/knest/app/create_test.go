@@ -109,7 +109,9 @@ func TestCreateTimesOutNamingTheBlockingCondition(t *testing.T) {
 	g.Expect(time.Since(started)).To(BeNumerically("<", 10*time.Second))
 	g.Expect(r.err).To(MatchError(
 		"timed out after 3s waiting for cluster demo to be ready: condition ControlPlaneReady is False, reason WaitingForInfrastructure: " +
-			"VM demo-cp-x7k2p is not running: ErrImagePull; waiting for control plane 0/1 ready, pool workers 0/1 ready, condition Ready is not True; phase Provisioning"))
+			"VM demo-cp-x7k2p is not running: ErrImagePull; waiting for control plane 0/1 ready, pool workers 0/1 ready, condition Ready is not True; phase Provisioning\n" +
+			"NestedCluster demo stays in namespace " + ns + " and the controller keeps working on it: follow it with `knest get demo -n " + ns + "`, " +
+			"or remove it and everything built for it with `knest delete demo -n " + ns + "`"))
 	g.Expect(r.stderr).To(ContainSubstring("✗ cluster demo is not ready after 3s"))
 	g.Expect(r.stderr).To(ContainSubstring("\nERROR: timed out after 3s"))
 }

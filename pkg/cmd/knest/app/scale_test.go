@@ -158,3 +158,15 @@ func TestScaleWaitsForTheNewSize(t *testing.T) {
 	g.Expect(lines(r.stderr)).To(ContainElements("✓ workers 3/3 ready", "✓ cluster demo is ready"))
 	g.Expect(r.stderr).NotTo(ContainSubstring("workers 1/1 ready"))
 }
+
+func TestScaleTimeoutSaysWhatStaysAndHowToUndoIt(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	g.Expect(knest(t, "", "create", "demo", "-n", ns, "--wait=false", "--workers", "1", "--pool", "gpu=2").err).To(Succeed())
+	setStatus(t, ns, "demo", ready)
+
+	r := knest(t, "", "scale", "demo", "-n", ns, "--workers", "3", "--pool", "gpu=0", "--timeout", "2s")
+	g.Expect(r.err).To(MatchError(ContainSubstring("timed out after 2s waiting for cluster demo to be ready")))
+	g.Expect(r.err).To(MatchError(HaveSuffix("\nThe change (pool workers 1 -> 3, pool gpu 2 -> 0) stays applied and the controller keeps working on it; " +
+		"to undo it: knest scale demo -n " + ns + " --pool workers=1 --pool gpu=2")))
+}
