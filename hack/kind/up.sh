@@ -23,9 +23,10 @@ done
 for f in node-containerdisk.tar node-kernel.tar; do
   [[ -f $NODE_IMAGE_DIR/$f ]] || die "$NODE_IMAGE_DIR/$f missing: run make node-image"
 done
-# Without /dev/kvm, KubeVirt runs the VMs under qemu's software emulation (slow).
+# Where a kernel does not boot under KVM (no /dev/kvm, or one that does not work),
+# KubeVirt runs the VMs under qemu's software emulation (slow).
 emulation=true
-if [[ -c /dev/kvm ]]; then emulation=false; fi
+if [[ $(images/scripts/kvm-probe.sh "$NODE_IMAGE_DIR/vmlinuz") == kvm ]]; then emulation=false; fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$(dirname "$KIND_KUBECONFIG")"

@@ -11,7 +11,7 @@
 # the console's tail when the VM does not report success and power off in time.
 #
 # Knobs: KNEST_BAKE_TIMEOUT (seconds, default 1200), KNEST_BAKE_CPUS (2),
-# KNEST_BAKE_MEMORY_MIB (2048).
+# KNEST_BAKE_MEMORY_MIB (2048), KNEST_ACCEL (kvm or tcg; default: kvm-probe.sh decides).
 set -euo pipefail
 
 disk=${1:?usage: bake.sh DISK.raw VMLINUZ INITRD KERNEL_ARGS OUTDIR}
@@ -47,8 +47,7 @@ qemu-img create -q -f qcow2 -F raw -b "$disk" "$overlay"
 # panic=10 with -no-reboot: a kernel panic ends qemu instead of waiting for the timeout.
 args="$kernel_args systemd.unit=knest-bake.target knest.bake=1 cloud-init=disabled"
 args+=" systemd.mask=systemd-random-seed.service systemd.mask=systemd-update-utmp.service panic=10"
-accel=tcg
-if [ -w /dev/kvm ]; then accel=kvm; fi
+accel=$("$(dirname "$0")/kvm-probe.sh" "$kernel")
 log "baking: booting the image once under qemu to import the preloaded images (${accel}, ${cpus} vCPU, ${mem} MiB, limit ${timeout_s} s)"
 t0=$(date +%s)
 rc=0
