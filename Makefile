@@ -62,7 +62,7 @@ vet: ## Run go vet on the main module.
 CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.19.0
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, the CRD and the controller's ClusterRole from the Go markers.
+generate: ## Regenerate deepcopy code, the CRD and the controller's ClusterRole and leader-election Role from the Go markers.
 	$(CONTROLLER_GEN) object crd paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=knest-controller paths=./internal/controller/... output:rbac:dir=config/rbac
 

@@ -85,6 +85,9 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        "knest-controller.knest.dev",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// A replica that stops hands over at once instead of after the lease expires.
+		// Safe: the manager returns only once every reconcile has finished.
+		LeaderElectionReleaseOnCancel: true,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}: {Label: labels.NewSelector().Add(*ownedByKnest)},
 		}},

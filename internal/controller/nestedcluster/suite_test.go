@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -46,7 +47,12 @@ func TestMain(m *testing.M) {
 // (and at the latest when the test ends).
 func startController(t *testing.T) (stop func()) {
 	t.Helper()
-	mgr, err := manager.New(env.Config, manager.Options{Concurrency: 4})
+	return startControllerWith(t, env.Config, manager.Options{Concurrency: 4})
+}
+
+func startControllerWith(t *testing.T, cfg *rest.Config, opts manager.Options) (stop func()) {
+	t.Helper()
+	mgr, err := manager.New(cfg, opts)
 	if err != nil {
 		t.Fatalf("failed to create manager: %v", err)
 	}
