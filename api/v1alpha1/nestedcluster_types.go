@@ -87,11 +87,11 @@ const (
 	RollingOutReason             = "RollingOut"
 	// ChangePendingReason: Cluster API has not yet observed the latest change.
 	ChangePendingReason = "ChangePending"
-	NodesNotReadyReason          = "NodesNotReady"
-	ReadyReason                  = "Ready"
-	PausedReason                 = "Paused"
-	DeletingReason               = "Deleting"
-	ClusterFailedReason          = "ClusterFailed"
+	NodesNotReadyReason = "NodesNotReady"
+	ReadyReason         = "Ready"
+	PausedReason        = "Paused"
+	DeletingReason      = "Deleting"
+	ClusterFailedReason = "ClusterFailed"
 )
 
 // CNI names the network plugin knest installs into the tenant.
@@ -125,7 +125,7 @@ type NestedClusterSpec struct {
 	// a time; downgrades are refused.
 	// +kubebuilder:default="v1.34.3"
 	// +kubebuilder:validation:MaxLength=20
-	// +kubebuilder:validation:XValidation:rule="self.matches('^v1\\\\.(2[89]|3[0-4])\\\\.[0-9]+$')",message="version must look like v1.MINOR.PATCH with a minor from 28 to 34 (the range Cluster API v1.11 supports), e.g. v1.34.3"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^v1\\\\.(2[89]|3[0-4])\\\\.(0|[1-9][0-9]{0,3})$')",message="version must look like v1.MINOR.PATCH with a minor from 28 to 34 (the range Cluster API v1.11 supports), e.g. v1.34.3"
 	// +kubebuilder:validation:XValidation:rule="!oldSelf.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || !self.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || int(self.split('.')[1]) > int(oldSelf.split('.')[1]) || (int(self.split('.')[1]) == int(oldSelf.split('.')[1]) && int(self.split('.')[2]) >= int(oldSelf.split('.')[2]))",message="version cannot go backwards: downgrades are not supported by kubeadm"
 	// +kubebuilder:validation:XValidation:rule="!oldSelf.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || !self.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1",message="version can move forward by at most one minor at a time (kubeadm's upgrade rule), e.g. v1.33.x to v1.34.x"
 	// +optional
@@ -200,6 +200,8 @@ type MachineSpec struct {
 
 // RootDiskSpec describes a node's root disk.
 // +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'DataVolume' || has(self.size)",message="rootDisk.size is required when rootDisk.type is DataVolume"
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(string(self.size)).isGreaterThan(quantity('0'))",message="rootDisk.size must be more than 0 and at most 64Ti, e.g. 20Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(string(self.size)).compareTo(quantity('64Ti')) <= 0",message="rootDisk.size must be more than 0 and at most 64Ti, e.g. 20Gi"
 type RootDiskSpec struct {
 	// type is ContainerDisk (ephemeral, default) or DataVolume (persistent PVC).
 	// +kubebuilder:default=ContainerDisk
@@ -224,10 +226,12 @@ type KernelBootSpec struct {
 	Image string `json:"image"`
 	// kernelPath inside the image.
 	// +kubebuilder:default="/boot/vmlinuz"
+	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	KernelPath string `json:"kernelPath,omitempty"`
 	// initrdPath inside the image.
 	// +kubebuilder:default="/boot/initrd.img"
+	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	InitrdPath string `json:"initrdPath,omitempty"`
 	// kernelArgs is the kernel command line; the default suits knest's node image.
@@ -240,6 +244,7 @@ type KernelBootSpec struct {
 // ControlPlaneSpec sizes the control plane.
 // +kubebuilder:validation:XValidation:rule="!has(self.cpu) || self.cpu >= 2",message="controlPlane.cpu must be at least 2: kubeadm refuses to init a control plane with fewer CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(string(self.memory)).compareTo(quantity('1700Mi')) >= 0",message="controlPlane.memory must be at least 1700Mi: kubeadm refuses to init a control plane with less"
+// +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(string(self.memory)).compareTo(quantity('1Ti')) <= 0",message="memory must be at most 1Ti, e.g. 8Gi: no host node offers more to one VM"
 type ControlPlaneSpec struct {
 	// replicas is the number of control-plane nodes: 1, 3, 5 or 7. It must be odd so
 	// etcd keeps quorum when one member is lost.
@@ -253,11 +258,13 @@ type ControlPlaneSpec struct {
 
 // WorkerPool is a named group of identical worker nodes.
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(string(self.memory)).compareTo(quantity('1Gi')) >= 0",message="a worker pool's memory must be at least 1Gi for kubelet, a runtime and the CNI to fit"
+// +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(string(self.memory)).compareTo(quantity('1Ti')) <= 0",message="memory must be at most 1Ti, e.g. 8Gi: no host node offers more to one VM"
 type WorkerPool struct {
 	// name of the pool: a DNS label of at most 15 characters, unique in the cluster.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=15
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="pool name must be a DNS label: lower-case letters, digits and '-', starting with a letter and not ending with '-'"
+	// +kubebuilder:validation:XValidation:rule="self != 'cp'",message="pool name cp is reserved: the control plane's objects are named <cluster>-cp; pick another, e.g. gpu"
 	Name string `json:"name"`
 
 	// replicas is the number of nodes; 0 keeps the pool defined but empty.
@@ -269,15 +276,21 @@ type WorkerPool struct {
 
 	MachineSpec `json:",inline"`
 
-	// labels are set on the pool's tenant Nodes.
+	// labels are set on the pool's tenant Nodes (kubelet's --node-labels, which
+	// Cluster API takes as at most 1024 characters of key=value,...; the CLI checks
+	// that length, the API server cannot within its CEL cost budget). Keys in the kubernetes.io and k8s.io
+	// namespaces are refused, as kubelet refuses them, except under
+	// node.kubernetes.io/, kubelet.kubernetes.io/ and topology.kubernetes.io/.
 	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.size() <= 317 && k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$'))",message="label keys must be qualified names: an optional DNS-name prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, e.g. example.com/gpu"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.matches('^([^/]*\\\\.)?(kubernetes|k8s)\\\\.io/') || k.matches('^(node|kubelet|topology)\\\\.kubernetes\\\\.io/'))",message="label keys in the kubernetes.io and k8s.io namespaces (node-role.kubernetes.io/ too) are refused by kubelet, except under node.kubernetes.io/, kubelet.kubernetes.io/ and topology.kubernetes.io/; use a prefix of your own, e.g. example.com/role"
 	// +optional
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]LabelValue `json:"labels,omitempty"`
 
 	// taints are set on the pool's tenant Nodes when they register.
 	// +kubebuilder:validation:MaxItems=32
 	// +optional
-	Taints []corev1.Taint `json:"taints,omitempty"`
+	Taints []Taint `json:"taints,omitempty"`
 
 	// gpus are passed through to every VM of the pool (KubeVirt's GPU device plugin names).
 	// +kubebuilder:validation:MaxItems=8
@@ -288,6 +301,30 @@ type WorkerPool struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	HostDevices []DeviceSpec `json:"hostDevices,omitempty"`
+}
+
+// LabelValue is a Kubernetes label value. A type of its own so that the API server
+// knows its length, which keeps the CEL rules on it within their cost budget.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:XValidation:rule="self.matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$')",message="label values must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (no ',' or '='), e.g. a10"
+type LabelValue string
+
+// Taint is set on a pool's tenant Nodes when they register (kubeadm's
+// nodeRegistration.taints). Like corev1.Taint without timeAdded, with limits.
+type Taint struct {
+	// key is a qualified name, e.g. example.com/gpu.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$')",message="taint keys must be qualified names: an optional DNS-name prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, e.g. example.com/gpu"
+	Key string `json:"key"`
+	// value is optional, e.g. true.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$')",message="taint values must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, e.g. true"
+	// +optional
+	Value string `json:"value,omitempty"`
+	// effect is NoSchedule, PreferNoSchedule or NoExecute.
+	// +kubebuilder:validation:XValidation:rule="self in ['NoSchedule', 'PreferNoSchedule', 'NoExecute']",message="taint effect must be NoSchedule, PreferNoSchedule or NoExecute"
+	Effect corev1.TaintEffect `json:"effect"`
 }
 
 // DeviceSpec names one passthrough device.
@@ -359,12 +396,14 @@ type APIServerSpec struct {
 	// host is a fixed endpoint host (DNS name or IP) for the tenant API, e.g. one a
 	// load balancer outside the host cluster answers on. It cannot change after creation.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="isIP(self) || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="apiServer.host must be a DNS name or an IP address, e.g. api.tenant.example.com or 192.0.2.10"
 	// +optional
 	Host string `json:"host,omitempty"`
 
 	// certSANs are extra names and IPs in the API server's certificate.
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.all(s, isIP(s) || s.matches('^(\\\\*\\\\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'))",message="apiServer.certSANs must be DNS names (a leading *. is allowed) or IP addresses, e.g. api.tenant.example.com or 192.0.2.10"
 	// +optional
 	CertSANs []string `json:"certSANs,omitempty"`
 }

@@ -76,8 +76,8 @@ func TestVirtualMachineVariantsThroughKubeVirt(t *testing.T) {
 				{
 					Name: "gpu", Replicas: zero,
 					MachineSpec: knestv1.MachineSpec{CPU: 4, Memory: gib(16)},
-					Labels:      map[string]string{"accelerator": "a10"},
-					Taints:      []corev1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+					Labels:      map[string]knestv1.LabelValue{"accelerator": "a10"},
+					Taints:      []knestv1.Taint{{Key: "gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 					GPUs:        []knestv1.DeviceSpec{{Name: "gpu0", DeviceName: gpuDevice}},
 				},
 				{Name: "hostdev", Replicas: zero, HostDevices: []knestv1.DeviceSpec{{Name: "qat0", DeviceName: hostDevice}}},

@@ -407,7 +407,11 @@ func (r renderer) bootstrapTemplate(base string, p knestv1.WorkerPool) (*bootstr
 		nodeRegistration.KubeletExtraArgs = []bootstrapv1.Arg{{Name: "node-labels", Value: ptr(joinLabels(p.Labels))}}
 	}
 	if len(p.Taints) > 0 {
-		nodeRegistration.Taints = ptr(append([]corev1.Taint{}, p.Taints...))
+		taints := make([]corev1.Taint, 0, len(p.Taints))
+		for _, t := range p.Taints {
+			taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+		}
+		nodeRegistration.Taints = ptr(taints)
 	}
 	resumeFile, resumeCommands := resumeBootstrap("join")
 	spec := bootstrapv1.KubeadmConfigTemplateSpec{Template: bootstrapv1.KubeadmConfigTemplateResource{
@@ -473,10 +477,10 @@ func typeMeta(gvk schema.GroupVersionKind) metav1.TypeMeta {
 	return metav1.TypeMeta{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind}
 }
 
-func joinLabels(labels map[string]string) string {
+func joinLabels(labels map[string]knestv1.LabelValue) string {
 	parts := make([]string, 0, len(labels))
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		parts = append(parts, k+"="+labels[k])
+		parts = append(parts, k+"="+string(labels[k]))
 	}
 	return strings.Join(parts, ",")
 }

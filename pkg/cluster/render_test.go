@@ -22,7 +22,7 @@ func demo() *knestv1.NestedCluster {
 		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "tenants"},
 		Spec: knestv1.NestedClusterSpec{Workers: []knestv1.WorkerPool{
 			{Name: "workers"},
-			{Name: "gpu", Replicas: ptr(int32(0)), Labels: map[string]string{"gpu": "true", "a": "b"},
+			{Name: "gpu", Replicas: ptr(int32(0)), Labels: map[string]knestv1.LabelValue{"gpu": "true", "a": "b"},
 				GPUs: []knestv1.DeviceSpec{{Name: "gpu1", DeviceName: "nvidia.com/A10"}}},
 		}},
 	}
@@ -88,7 +88,7 @@ func TestRenderTemplateHashes(t *testing.T) {
 	g.Expect(after.Pools[1].MachineTemplate.Name).To(Equal(base.Pools[1].MachineTemplate.Name), "other pools stay")
 
 	tainted := demo()
-	tainted.Spec.Workers[0].Labels = map[string]string{"x": "y"}
+	tainted.Spec.Workers[0].Labels = map[string]knestv1.LabelValue{"x": "y"}
 	after, err = cluster.Render(tainted, cluster.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(after.Pools[0].BootstrapTemplate.Name).NotTo(Equal(base.Pools[0].BootstrapTemplate.Name))

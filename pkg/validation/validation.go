@@ -6,9 +6,12 @@ package validation
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	apivalidation "k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -33,9 +36,33 @@ var ControlPlaneReplicas = []int32{1, 3, 5, 7}
 var (
 	dnsLabel   = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 	dnsName    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-	versionRE  = regexp.MustCompile(`^v1\.(2[89]|3[0-4])\.[0-9]+$`)
+	versionRE  = regexp.MustCompile(`^v1\.(2[89]|3[0-4])\.(0|[1-9][0-9]{0,3})$`)
 	minCPMem   = resource.MustParse("1700Mi")
 	minPoolMem = resource.MustParse("1Gi")
+	maxMem     = resource.MustParse("1Ti")
+	maxDisk    = resource.MustParse("64Ti")
+	// As the CRD's rules: Kubernetes' qualified names and label values.
+	qualifiedName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	labelValue    = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$`)
+	kubeNamespace = regexp.MustCompile(`^([^/]*\.)?(kubernetes|k8s)\.io/`)
+	kubeletAllows = regexp.MustCompile(`^(node|kubelet|topology)\.kubernetes\.io/`)
+	certSAN       = regexp.MustCompile(`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+)
+
+// Messages shared with the CRD's rules (the tests hold both to the same cases).
+const (
+	memoryMaxMessage    = "memory must be at most 1Ti, e.g. 8Gi: no host node offers more to one VM"
+	rootDiskSizeMessage = "rootDisk.size must be more than 0 and at most 64Ti, e.g. 20Gi"
+	reservedPoolMessage = "pool name cp is reserved: the control plane's objects are named <cluster>-cp; pick another, e.g. gpu"
+	labelKeyMessage     = "label keys must be qualified names: an optional DNS-name prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, e.g. example.com/gpu"
+	labelNamespaceMsg   = "label keys in the kubernetes.io and k8s.io namespaces (node-role.kubernetes.io/ too) are refused by kubelet, except under node.kubernetes.io/, kubelet.kubernetes.io/ and topology.kubernetes.io/; use a prefix of your own, e.g. example.com/role"
+	labelValueMessage   = "label values must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit (no ',' or '='), e.g. a10"
+	labelsLengthMessage = "labels must fit kubelet's --node-labels: at most 1024 characters as key=value pairs joined by ','"
+	taintEffectMessage  = "taint effect must be NoSchedule, PreferNoSchedule or NoExecute"
+	taintKeyMessage     = "taint keys must be qualified names: an optional DNS-name prefix and '/', then at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, e.g. example.com/gpu"
+	taintValueMessage   = "taint values must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, e.g. true"
+	apiHostMessage      = "apiServer.host must be a DNS name or an IP address, e.g. api.tenant.example.com or 192.0.2.10"
+	certSANsMessage     = "apiServer.certSANs must be DNS names (a leading *. is allowed) or IP addresses, e.g. api.tenant.example.com or 192.0.2.10"
 )
 
 // NestedCluster validates nc as the API server would after defaulting it: it checks a
@@ -78,6 +105,8 @@ func PoolName(name string, path *field.Path) field.ErrorList {
 		return field.ErrorList{field.Invalid(path, name, fmt.Sprintf("a pool name must have at most %d characters (it has %d): it is part of every node's name", MaxPoolNameLength, len(name)))}
 	case !dnsLabel.MatchString(name):
 		return field.ErrorList{field.Invalid(path, name, "pool name must be a DNS label: lower-case letters, digits and '-', starting with a letter and not ending with '-'")}
+	case name == "cp":
+		return field.ErrorList{field.Invalid(path, name, reservedPoolMessage)}
 	}
 	return nil
 }
@@ -128,6 +157,8 @@ func machine(m *knestv1.MachineSpec, path *field.Path) field.ErrorList {
 	}
 	if m.Memory != nil && m.Memory.Sign() <= 0 {
 		errs = append(errs, field.Invalid(path.Child("memory"), m.Memory.String(), "must be a positive quantity such as 4Gi"))
+	} else if m.Memory != nil && m.Memory.Cmp(maxMem) > 0 {
+		errs = append(errs, field.Invalid(path.Child("memory"), m.Memory.String(), memoryMaxMessage))
 	}
 	if len(m.Image) > 512 {
 		errs = append(errs, field.TooLong(path.Child("image"), m.Image, 512))
@@ -141,8 +172,8 @@ func machine(m *knestv1.MachineSpec, path *field.Path) field.ErrorList {
 	if m.RootDisk.Type == knestv1.RootDiskDataVolume && m.RootDisk.Size == nil {
 		errs = append(errs, field.Required(rd.Child("size"), "rootDisk.size is required when rootDisk.type is DataVolume"))
 	}
-	if sz := m.RootDisk.Size; sz != nil && sz.Sign() <= 0 {
-		errs = append(errs, field.Invalid(rd.Child("size"), sz.String(), "must be a positive quantity such as 20Gi"))
+	if sz := m.RootDisk.Size; sz != nil && (sz.Sign() <= 0 || sz.Cmp(maxDisk) > 0) {
+		errs = append(errs, field.Invalid(rd.Child("size"), sz.String(), rootDiskSizeMessage))
 	}
 	if len(m.RootDisk.StorageClassName) > 253 {
 		errs = append(errs, field.TooLong(rd.Child("storageClassName"), m.RootDisk.StorageClassName, 253))
@@ -153,6 +184,12 @@ func machine(m *knestv1.MachineSpec, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Required(kp.Child("image"), "a kernel-boot image is required"))
 		} else if len(kb.Image) > 512 {
 			errs = append(errs, field.TooLong(kp.Child("image"), kb.Image, 512))
+		}
+		if len(kb.KernelPath) > 512 {
+			errs = append(errs, field.TooLong(kp.Child("kernelPath"), kb.KernelPath, 512))
+		}
+		if len(kb.InitrdPath) > 512 {
+			errs = append(errs, field.TooLong(kp.Child("initrdPath"), kb.InitrdPath, 512))
 		}
 		if len(kb.KernelArgs) > 1024 {
 			errs = append(errs, field.TooLong(kp.Child("kernelArgs"), kb.KernelArgs, 1024))
@@ -185,14 +222,58 @@ func workers(pools []knestv1.WorkerPool, path *field.Path) field.ErrorList {
 		if m := p.Memory; m != nil && m.Sign() > 0 && m.Cmp(minPoolMem) < 0 {
 			errs = append(errs, field.Invalid(pp.Child("memory"), m.String(), "a worker pool's memory must be at least 1Gi for kubelet, a runtime and the CNI to fit"))
 		}
-		if len(p.Labels) > 64 {
-			errs = append(errs, field.TooMany(pp.Child("labels"), len(p.Labels), 64))
-		}
-		if len(p.Taints) > 32 {
-			errs = append(errs, field.TooMany(pp.Child("taints"), len(p.Taints), 32))
-		}
+		errs = append(errs, nodeLabels(p.Labels, pp.Child("labels"))...)
+		errs = append(errs, taints(p.Taints, pp.Child("taints"))...)
 		errs = append(errs, devices(p.GPUs, pp.Child("gpus"))...)
 		errs = append(errs, devices(p.HostDevices, pp.Child("hostDevices"))...)
+	}
+	return errs
+}
+
+// nodeLabels checks labels as the CRD does: what kubelet's --node-labels accepts.
+func nodeLabels(labels map[string]knestv1.LabelValue, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(labels) > 64 {
+		errs = append(errs, field.TooMany(path, len(labels), 64))
+	}
+	joined := -1
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		v := string(labels[k])
+		joined += len(k) + len(v) + 2
+		switch {
+		case len(k) > 317 || !qualifiedName.MatchString(k):
+			errs = append(errs, field.Invalid(path.Key(k), k, labelKeyMessage))
+		case kubeNamespace.MatchString(k) && !kubeletAllows.MatchString(k):
+			errs = append(errs, field.Invalid(path.Key(k), k, labelNamespaceMsg))
+		}
+		if !labelValue.MatchString(v) {
+			errs = append(errs, field.Invalid(path.Key(k), v, labelValueMessage))
+		}
+	}
+	if joined > 1024 {
+		errs = append(errs, field.Invalid(path, joined, labelsLengthMessage))
+	}
+	return errs
+}
+
+func taints(ts []knestv1.Taint, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(ts) > 32 {
+		errs = append(errs, field.TooMany(path, len(ts), 32))
+	}
+	for i, t := range ts {
+		tp := path.Index(i)
+		switch t.Effect {
+		case corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
+		default:
+			errs = append(errs, field.Invalid(tp.Child("effect"), t.Effect, taintEffectMessage))
+		}
+		if len(t.Key) > 317 || !qualifiedName.MatchString(t.Key) {
+			errs = append(errs, field.Invalid(tp.Child("key"), t.Key, taintKeyMessage))
+		}
+		if !labelValue.MatchString(t.Value) {
+			errs = append(errs, field.Invalid(tp.Child("value"), t.Value, taintValueMessage))
+		}
 	}
 	return errs
 }
@@ -266,6 +347,8 @@ func apiServer(a *knestv1.APIServerSpec, path *field.Path) field.ErrorList {
 	}
 	if len(a.Host) > 253 {
 		errs = append(errs, field.TooLong(path.Child("host"), a.Host, 253))
+	} else if a.Host != "" && !isIP(a.Host) && !dnsName.MatchString(a.Host) {
+		errs = append(errs, field.Invalid(path.Child("host"), a.Host, apiHostMessage))
 	}
 	if len(a.CertSANs) > MaxCertSANs {
 		errs = append(errs, field.TooMany(path.Child("certSANs"), len(a.CertSANs), MaxCertSANs))
@@ -273,7 +356,15 @@ func apiServer(a *knestv1.APIServerSpec, path *field.Path) field.ErrorList {
 	for i, san := range a.CertSANs {
 		if len(san) > 253 {
 			errs = append(errs, field.TooLong(path.Child("certSANs").Index(i), san, 253))
+		} else if !isIP(san) && !certSAN.MatchString(san) {
+			errs = append(errs, field.Invalid(path.Child("certSANs").Index(i), san, certSANsMessage))
 		}
 	}
 	return errs
+}
+
+// isIP is CEL's isIP: an IPv4 or IPv6 address without a zone.
+func isIP(s string) bool {
+	a, err := netip.ParseAddr(s)
+	return err == nil && a.Zone() == "" && !a.Is4In6()
 }

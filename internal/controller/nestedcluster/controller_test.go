@@ -6,7 +6,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -72,8 +71,8 @@ func TestCreateAppliesAGraphTheRealSchemasAccept(t *testing.T) {
 		MachineSpec: knestv1.MachineSpec{RootDisk: knestv1.RootDiskSpec{
 			Type: knestv1.RootDiskDataVolume, Size: ptr.To(resource.MustParse("30Gi")),
 		}},
-		Labels:      map[string]string{"accelerator": "a10"},
-		Taints:      []corev1.Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}},
+		Labels:      map[string]knestv1.LabelValue{"accelerator": "a10"},
+		Taints:      []knestv1.Taint{{Key: "gpu", Value: "true", Effect: "NoSchedule"}},
 		GPUs:        []knestv1.DeviceSpec{{Name: "gpu0", DeviceName: "nvidia.com/GA102GL_A10"}},
 		HostDevices: []knestv1.DeviceSpec{{Name: "nic0", DeviceName: "intel.com/e810"}},
 	})

@@ -3,8 +3,10 @@
 package validationtest
 
 import (
+	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -30,6 +32,12 @@ type Case struct {
 	Mutate func(*knestv1.NestedCluster)
 	// Field and Message are fragments of the expected error; empty for valid cases.
 	Field, Message string
+	// Shared: the API server's error carries the same Message (the CRD rule and
+	// pkg/validation say the same thing).
+	Shared bool
+	// NotOnServer says why the CRD cannot refuse this case (the CLI does, and
+	// what the controller renders from it fails to apply with the reason).
+	NotOnServer string
 }
 
 // Cases are valid and invalid NestedClusters with the error each invalid one gets.
@@ -97,6 +105,53 @@ var Cases = []Case{
 			nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "p" + strings.Repeat("a", i)})
 		}
 	}, Field: "spec.workers", Message: "Too many"},
+	{Name: "version with a leading zero", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.34.03" }, Field: "spec.version", Message: "v1.MINOR.PATCH", Shared: true},
+	{Name: "pool named cp", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Name = "cp" }, Field: "spec.workers[0].name", Message: "pool name cp is reserved", Shared: true},
+	{Name: "worker with 2Ti", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Memory = qty("2Ti") }, Field: "spec.workers[0]", Message: "memory must be at most 1Ti", Shared: true},
+	{Name: "control plane with 2Ti", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Memory = qty("2Ti") }, Field: "spec.controlPlane", Message: "memory must be at most 1Ti", Shared: true},
+	{Name: "zero root disk", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].RootDisk = knestv1.RootDiskSpec{Type: knestv1.RootDiskDataVolume, Size: qty("0")}
+	}, Field: "spec.workers[0].rootDisk", Message: "rootDisk.size must be more than 0 and at most 64Ti", Shared: true},
+	{Name: "root disk of 1Pi", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].RootDisk = knestv1.RootDiskSpec{Type: knestv1.RootDiskDataVolume, Size: qty("1Pi")}
+	}, Field: "spec.workers[0].rootDisk", Message: "rootDisk.size must be more than 0 and at most 64Ti", Shared: true},
+	{Name: "labels kubelet accepts", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].Labels = map[string]knestv1.LabelValue{"accelerator": "a10", "example.com/team": "ml_1", "node.kubernetes.io/exclude-from-external-load-balancers": "", "topology.kubernetes.io/zone": "z1"}
+	}},
+	{Name: "label key with a space", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].Labels = map[string]knestv1.LabelValue{"gpu type": "a10"}
+	}, Field: "spec.workers[0].labels", Message: "label keys must be qualified names", Shared: true},
+	{Name: "node-role label", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].Labels = map[string]knestv1.LabelValue{"node-role.kubernetes.io/gpu": ""}
+	}, Field: "spec.workers[0].labels", Message: "refused by kubelet", Shared: true},
+	{Name: "label value that splits into another label", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].Labels = map[string]knestv1.LabelValue{"team": "ml,evil=1"}
+	}, Field: "spec.workers[0].labels", Message: "label values must be at most 63", Shared: true},
+	{Name: "labels too long once joined", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].Labels = map[string]knestv1.LabelValue{}
+		for i := 0; i < 20; i++ {
+			nc.Spec.Workers[0].Labels[fmt.Sprintf("example.com/label-%02d", i)] = knestv1.LabelValue(strings.Repeat("v", 40))
+		}
+	}, Field: "spec.workers[0].labels", Message: "labels must fit kubelet's --node-labels",
+		NotOnServer: "a CEL rule joining a map's keys exceeds the API server's cost budget: map keys have no length limit in a CRD schema"},
+	{Name: "taints kubelet accepts", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].Taints = []knestv1.Taint{{Key: "example.com/gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}, {Key: "dedicated", Effect: corev1.TaintEffectNoExecute}}
+	}},
+	{Name: "unknown taint effect", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].Taints = []knestv1.Taint{{Key: "gpu", Value: "true", Effect: "NoScheduel"}}
+	}, Field: "spec.workers[0].taints", Message: "taint effect must be NoSchedule, PreferNoSchedule or NoExecute", Shared: true},
+	{Name: "taint key with a space", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].Taints = []knestv1.Taint{{Key: "gpu only", Effect: corev1.TaintEffectNoSchedule}}
+	}, Field: "spec.workers[0].taints", Message: "taint keys must be qualified names", Shared: true},
+	{Name: "taint value with a comma", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].Taints = []knestv1.Taint{{Key: "gpu", Value: "a,b", Effect: corev1.TaintEffectNoSchedule}}
+	}, Field: "spec.workers[0].taints", Message: "taint values must be at most 63", Shared: true},
+	{Name: "API host neither a name nor an IP", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.APIServer.Host = "https://api.example.com" }, Field: "spec.apiServer.host", Message: "apiServer.host must be a DNS name or an IP address", Shared: true},
+	{Name: "API host IPv6", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.APIServer.Host = "2001:db8::10" }},
+	{Name: "wildcard cert SAN", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.APIServer.CertSANs = []string{"*.tenant.example.com", "192.0.2.10"}
+	}},
+	{Name: "cert SAN with a port", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.APIServer.CertSANs = []string{"api.example.com:6443"} }, Field: "spec.apiServer.certSANs", Message: "apiServer.certSANs must be DNS names", Shared: true},
 	{Name: "device without a resource name", Mutate: func(nc *knestv1.NestedCluster) {
 		nc.Spec.Workers[0].GPUs = []knestv1.DeviceSpec{{Name: "gpu1"}}
 	}, Field: "spec.workers[0].gpus[0].deviceName", Message: "Required"},

@@ -31,7 +31,14 @@ func TestValidationMatchesTheAPIServer(t *testing.T) {
 				return
 			}
 			g.Expect(local).NotTo(BeEmpty())
+			if tt.NotOnServer != "" {
+				g.Expect(err).NotTo(HaveOccurred(), "the API server refuses it now: drop NotOnServer (%s)", tt.NotOnServer)
+				return
+			}
 			g.Expect(err).To(HaveOccurred(), "the API server must refuse what knest refuses (%s)", local.ToAggregate())
+			if tt.Shared {
+				g.Expect(err.Error()).To(ContainSubstring(tt.Message), "the API server must say what knest says")
+			}
 		})
 	}
 }
