@@ -73,10 +73,9 @@ func NestedCluster(nc *knestv1.NestedCluster) field.ErrorList {
 
 	var errs field.ErrorList
 	errs = append(errs, ClusterName(nc.Name, field.NewPath("metadata", "name"))...)
-	if nc.Namespace != "" {
-		for _, msg := range apivalidation.IsDNS1123Label(nc.Namespace) {
-			errs = append(errs, field.Invalid(field.NewPath("metadata", "namespace"), nc.Namespace, msg))
-		}
+	if nc.Namespace != "" && len(apivalidation.IsDNS1123Label(nc.Namespace)) > 0 {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "namespace"), nc.Namespace,
+			"a namespace name is a DNS label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit, e.g. team-a"))
 	}
 	errs = append(errs, spec(&nc.Spec, field.NewPath("spec"))...)
 	return errs

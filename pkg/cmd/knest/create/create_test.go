@@ -95,6 +95,12 @@ func TestCreateRejectsInvalidInput(t *testing.T) {
 		{name: "file without name", args: []string{"-f", "-"}, stdin: "apiVersion: knest.dev/v1alpha1\nkind: NestedCluster\n", want: "has no metadata.name; set it or pass the name as an argument"},
 		{name: "file namespace differs", args: []string{"-f", "-", "-n", "b"}, stdin: manifest("  namespace: a\n"), want: `the manifest's namespace "a" differs from --namespace "b"`},
 		{name: "file invalid", args: []string{"-f", "-"}, stdin: manifest("spec:\n  controlPlane:\n    replicas: 4\n  network:\n    podCIDR: 10.0.0.0/28\n"), want: "invalid cluster demo:\n  - spec.controlPlane.replicas: Invalid value: 4: must be 1, 3, 5 or 7"},
+		{name: "file with explicit zeros", args: []string{"-f", "-"}, stdin: manifest("spec:\n  controlPlane:\n    replicas: 0\n    cpu: 0\n  workers:\n  - name: workers\n    cpu: 0\n  version: \"\"\n"),
+			want: "spec.controlPlane.cpu: 0 is not accepted (kubectl apply of this file is refused too); remove the field to get the default (2) or set another value; " +
+				"spec.controlPlane.replicas: 0 is not accepted (kubectl apply of this file is refused too); remove the field to get the default (1) or set another value; " +
+				"spec.version: \"\" is not accepted (kubectl apply of this file is refused too); remove the field to get the default (" + knestv1.DefaultVersion + ") or set another value; " +
+				"spec.workers[0].cpu: 0 is not accepted"},
+		{name: "bad namespace", args: []string{"demo", "-n", "Team_A"}, want: `invalid cluster demo: --namespace: Invalid value: "Team_A": a namespace name is a DNS label`},
 		{name: "unknown flag", args: []string{"demo", "--worker", "3"}, want: "unknown flag: --worker\nRun 'knest create --help' for usage"},
 	}
 	g := NewWithT(t)

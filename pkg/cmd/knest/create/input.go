@@ -244,8 +244,9 @@ func enumFlag[T ~string](name, value string, allowed ...T) (T, error) {
 // flagFor names the flag that sets a spec field, for messages that say what to change.
 func flagFor(path string) string {
 	prefixes := []struct{ prefix, flag string }{
-		{"metadata.name", "NAME"},
+		// metadata.name is a prefix of metadata.namespace: the longer one first.
 		{"metadata.namespace", "--namespace"},
+		{"metadata.name", "NAME"},
 		{"spec.version", "--version"},
 		{"spec.controlPlane.replicas", "--control-plane"},
 		{"spec.controlPlane.cpu", "--control-plane-cpu"},

@@ -3,10 +3,13 @@ package create
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/knest"
 )
 
@@ -91,7 +95,104 @@ func ParseManifest(raw []byte) (*knestv1.NestedCluster, error) {
 	if _, _, err := codecs.UniversalDeserializer().Decode(docs[0], nil, nc); err != nil {
 		return nil, err
 	}
+	if err := refuseDroppedZeros(docs[0], nc); err != nil {
+		return nil, err
+	}
 	return nc, nil
+}
+
+// refuseDroppedZeros refuses fields the manifest sets to 0 or "" that the typed
+// object cannot carry (omitempty): knest would otherwise send them as absent and the
+// API server would default them, where `kubectl apply` of the same file sends the
+// zero and is refused.
+func refuseDroppedZeros(doc []byte, nc *knestv1.NestedCluster) error {
+	var raw map[string]any
+	if err := yaml.Unmarshal(doc, &raw); err != nil {
+		return err
+	}
+	typed, err := toMap(nc)
+	if err != nil {
+		return err
+	}
+	defaulted := nc.DeepCopy()
+	cluster.Default(defaulted)
+	defaults, err := toMap(defaulted)
+	if err != nil {
+		return err
+	}
+	var msgs []string
+	for _, path := range droppedZeros(raw, typed, nil) {
+		value := fmt.Sprint(lookup(raw, path))
+		if value == "" {
+			value = `""`
+		}
+		msg := fmt.Sprintf("%s: %s is not accepted (kubectl apply of this file is refused too); remove the field",
+			strings.ReplaceAll(strings.Join(path, "."), ".[", "["), value)
+		if d := lookup(defaults, path); d != nil {
+			msg += fmt.Sprintf(" to get the default (%v)", d)
+		}
+		msgs = append(msgs, msg+" or set another value")
+	}
+	if len(msgs) > 0 {
+		return errors.New(strings.Join(msgs, "; "))
+	}
+	return nil
+}
+
+func toMap(obj any) (map[string]any, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(b, &m)
+}
+
+// droppedZeros lists the paths of raw's zero numbers and empty strings that typed
+// lacks.
+func droppedZeros(raw, typed any, path []string) [][]string {
+	var out [][]string
+	switch r := raw.(type) {
+	case map[string]any:
+		t, _ := typed.(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(r)) {
+			p := append(slices.Clone(path), k)
+			tv, ok := t[k]
+			switch {
+			case ok:
+				out = append(out, droppedZeros(r[k], tv, p)...)
+			case r[k] == float64(0) || r[k] == "":
+				out = append(out, p)
+			}
+		}
+	case []any:
+		t, _ := typed.([]any)
+		for i, rv := range r {
+			if i < len(t) {
+				out = append(out, droppedZeros(rv, t[i], append(slices.Clone(path), fmt.Sprintf("[%d]", i)))...)
+			}
+		}
+	}
+	return out
+}
+
+// lookup returns the value at path in m (list indexes as "[i]"), or nil.
+func lookup(v any, path []string) any {
+	for _, p := range path {
+		switch c := v.(type) {
+		case map[string]any:
+			v = c[p]
+		case []any:
+			var i int
+			if _, err := fmt.Sscanf(p, "[%d]", &i); err != nil || i >= len(c) {
+				return nil
+			}
+			v = c[i]
+		default:
+			return nil
+		}
+	}
+	return v
 }
 
 func isOnlyComments(doc []byte) bool {
