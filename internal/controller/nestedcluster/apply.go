@@ -103,8 +103,8 @@ func ControlledByCluster(obj client.Object) bool {
 }
 
 // toApplyConfiguration turns a typed object into the unstructured form server-side
-// apply wants: no status (other controllers own it) and no zero creationTimestamp
-// (it would be an owned field). It goes through encoding/json because Cluster API's
+// apply wants: no status (other controllers own it), no zero creationTimestamp and
+// no empty endpoint (they would be owned fields). It goes through encoding/json because Cluster API's
 // v1beta2 types rely on `omitzero`, which the runtime's unstructured converter
 // ignores (it would send empty structs the schemas reject).
 func toApplyConfiguration(obj client.Object, scheme *runtime.Scheme) (*unstructured.Unstructured, error) {
@@ -118,6 +118,12 @@ func toApplyConfiguration(obj client.Object, scheme *runtime.Scheme) (*unstructu
 	}
 	delete(u.Object, "status")
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	if kc, ok := obj.(*capkv1.KubevirtCluster); ok && kc.Spec.ControlPlaneEndpoint == (capkv1.APIEndpoint{}) {
+		// CAPK writes the endpoint from its Service unless knest fixes one (apiServer.host).
+		// The struct has no omitempty fields: applying it empty would own, and on every
+		// later apply force back, host "" and port 0.
+		unstructured.RemoveNestedField(u.Object, "spec", "controlPlaneEndpoint")
+	}
 	gvk, err := apiutil.GVKForObject(obj, scheme)
 	if err != nil {
 		return nil, err

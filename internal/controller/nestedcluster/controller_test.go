@@ -435,3 +435,29 @@ func TestRefusesToTakeOverAnObjectItDoesNotOwn(t *testing.T) {
 	update(g, nc, func(nc *knestv1.NestedCluster) { metav1.SetMetaDataAnnotation(&nc.ObjectMeta, "retry", "1") })
 	waitForGraph(g, nc)
 }
+
+// CAPK fills in the KubevirtCluster's endpoint from its Service; a later apply by
+// knest must leave it alone, not reset it to the empty value knest never meant to own.
+func TestApplyLeavesTheEndpointCAPKWrites(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startController(t)
+	nc := newCluster(namespace(t, g), "endpoint")
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+	graph := waitForGraph(g, nc)
+
+	kc := graph.KubevirtCluster.DeepCopy()
+	get(g, kc)
+	kc.Spec.ControlPlaneEndpoint = capkv1.APIEndpoint{Host: "endpoint-lb.example.svc", Port: 6443}
+	g.Expect(env.Client.Update(ctx, kc, client.FieldOwner("capk"))).To(Succeed())
+
+	// As a knest release that renders the KubevirtCluster differently would: apply it again.
+	get(g, kc)
+	delete(kc.Annotations, "knest.dev/applied-hash")
+	g.Expect(env.Client.Update(ctx, kc)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		get(g, kc)
+		g.Expect(kc.Annotations).To(HaveKey("knest.dev/applied-hash"))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(kc.Spec.ControlPlaneEndpoint).To(Equal(capkv1.APIEndpoint{Host: "endpoint-lb.example.svc", Port: 6443}))
+}
