@@ -87,6 +87,8 @@ const (
 	RollingOutReason             = "RollingOut"
 	// ChangePendingReason: Cluster API has not yet observed the latest change.
 	ChangePendingReason = "ChangePending"
+	// UpgradeHeldReason: spec.version waits for the previous upgrade to finish.
+	UpgradeHeldReason   = "UpgradeHeld"
 	NodesNotReadyReason = "NodesNotReady"
 	ReadyReason         = "Ready"
 	PausedReason        = "Paused"

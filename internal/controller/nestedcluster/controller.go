@@ -94,6 +94,9 @@ type scope struct {
 	pools        map[string]*clusterv1.MachineDeployment
 	// applyErr is the first failure to bring the graph in line with the spec.
 	applyErr error
+	// heldVersion is the version still rolling out while spec.version asks for
+	// another (see heldVersion); empty when none is held.
+	heldVersion string
 }
 
 // Reconcile brings one NestedCluster's Cluster API graph in line with its spec.

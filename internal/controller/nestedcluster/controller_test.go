@@ -461,3 +461,53 @@ func TestApplyLeavesTheEndpointCAPKWrites(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	g.Expect(kc.Spec.ControlPlaneEndpoint).To(Equal(capkv1.APIEndpoint{Host: "endpoint-lb.example.svc", Port: 6443}))
 }
+
+func TestVersionChangeWaitsForTheRolloutBefore(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startController(t)
+	nc := newCluster(namespace(t, g), "upgrade")
+	nc.Spec.Version = "v1.32.4"
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+	graph := waitForGraph(g, nc)
+	simulateClusterAPI(g, graph, 1)
+	kcp := graph.ControlPlane.DeepCopy()
+	md := graph.Pools[0].MachineDeployment.DeepCopy()
+
+	// v1.33: Cluster API gets it and starts rolling (status still at v1.32).
+	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.33.7" })
+	g.Eventually(func(g Gomega) {
+		get(g, kcp)
+		g.Expect(kcp.Spec.Version).To(Equal("v1.33.7"))
+	}, timeout, interval).Should(Succeed())
+
+	// v1.34 while that rolls: held, with the reason, and other changes still go through.
+	update(g, nc, func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.34.3"
+		nc.Spec.Workers[0].Replicas = ptr.To(int32(3))
+	})
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		get(g, md)
+		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
+		g.Expect(conditions.GetReason(nc, knestv1.TopologyReconciledCondition)).To(Equal(knestv1.UpgradeHeldReason))
+		g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).To(Equal("spec.version v1.34.3 waits until every machine has rolled out to v1.33.7; upgrades do not stack"))
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseUpgrading))
+		g.Expect(*md.Spec.Replicas).To(BeEquivalentTo(3))
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		get(g, kcp)
+		get(g, md)
+		g.Expect(kcp.Spec.Version).To(Equal("v1.33.7"))
+		g.Expect(md.Spec.Template.Spec.Version).To(Equal("v1.33.7"))
+	}, 2*time.Second, interval).Should(Succeed())
+
+	// The rollout to v1.33 ends: v1.34 goes out.
+	simulateClusterAPI(g, graph, 3)
+	g.Eventually(func(g Gomega) {
+		get(g, kcp)
+		g.Expect(kcp.Spec.Version).To(Equal("v1.34.3"))
+		get(g, nc)
+		g.Expect(conditions.GetReason(nc, knestv1.TopologyReconciledCondition)).To(Equal(knestv1.ReconciledReason))
+	}, timeout, interval).Should(Succeed())
+}

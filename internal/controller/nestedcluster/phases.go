@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -26,7 +27,19 @@ import (
 // asks for and reads back what Cluster API reports.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	log := ctrl.LoggerFrom(ctx)
-	graph, err := cluster.Render(s.nc, r.Render)
+	desired := s.nc
+	held, err := r.heldVersion(ctx, s.nc)
+	if err != nil {
+		s.applyErr = err
+		return err
+	}
+	if held != "" {
+		// Render everything else from the spec, at the version still rolling out.
+		s.heldVersion = held
+		desired = s.nc.DeepCopy()
+		desired.Spec.Version = held
+	}
+	graph, err := cluster.Render(desired, r.Render)
 	if err != nil {
 		s.applyErr = err
 		return err
@@ -56,6 +69,37 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		}
 	}
 	return r.observe(ctx, s)
+}
+
+// heldVersion returns the version Cluster API is still rolling machines to when the
+// spec asks for another: the new version waits until that rollout has finished, so
+// upgrades never stack (a control plane two versions ahead of nodes still moving).
+// It returns "" when nothing is held: same version, nothing rolling, or a control
+// plane that has not reported a version yet (not initialized; nothing to roll).
+func (r *Reconciler) heldVersion(ctx context.Context, nc *knestv1.NestedCluster) (string, error) {
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := r.get(ctx, nc.Namespace, cluster.ControlPlaneName(nc.Name), kcp); err != nil {
+		return "", err
+	}
+	rolling := kcp.Spec.Version
+	if rolling == "" || rolling == nc.Spec.Version || kcp.Status.Version == "" {
+		return "", nil
+	}
+	if kcp.Status.ObservedGeneration < kcp.Generation || kcp.Status.Version != rolling ||
+		ptr.Deref(kcp.Status.UpToDateReplicas, 0) < ptr.Deref(kcp.Status.Replicas, 0) {
+		return rolling, nil
+	}
+	for _, p := range nc.Spec.Workers {
+		md := &clusterv1.MachineDeployment{}
+		if err := r.get(ctx, nc.Namespace, cluster.PoolName(nc.Name, p.Name), md); err != nil {
+			return "", err
+		}
+		if md.Generation > 0 && (md.Status.ObservedGeneration < md.Generation ||
+			ptr.Deref(md.Status.UpToDateReplicas, 0) < ptr.Deref(md.Status.Replicas, 0)) {
+			return rolling, nil
+		}
+	}
+	return "", nil
 }
 
 // observe reads the Cluster API objects whose status the NestedCluster summarizes.

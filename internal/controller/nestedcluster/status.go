@@ -89,6 +89,9 @@ func setTopologyReconciledCondition(nc *knestv1.NestedCluster, s *scope) {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.ApplyFailedReason, s.applyErr.Error()
 	case nc.Spec.Paused:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.PausedReason, "spec.paused is true: knest and Cluster API leave the cluster as it is"
+	case s.heldVersion != "":
+		c.Status, c.Reason = metav1.ConditionFalse, knestv1.UpgradeHeldReason
+		c.Message = fmt.Sprintf("spec.version %s waits until every machine has rolled out to %s; upgrades do not stack", nc.Spec.Version, s.heldVersion)
 	}
 	conditions.Set(nc, c)
 }
@@ -218,7 +221,7 @@ func phase(nc *knestv1.NestedCluster, s *scope, initialized bool) knestv1.Phase 
 		return knestv1.PhaseProvisioning
 	case conditions.IsTrue(nc, knestv1.ReadyCondition):
 		return knestv1.PhaseRunning
-	case conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition) == knestv1.RollingOutReason || rollingOut(s):
+	case s.heldVersion != "" || conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition) == knestv1.RollingOutReason || rollingOut(s):
 		return knestv1.PhaseUpgrading
 	case nc.Status.Phase == knestv1.PhaseProvisioning || nc.Status.Phase == "":
 		return knestv1.PhaseProvisioning
