@@ -64,7 +64,7 @@ CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.1
 .PHONY: generate
 generate: ## Regenerate deepcopy code, the CRD and the controller's ClusterRole and leader-election Role from the Go markers.
 	$(CONTROLLER_GEN) object crd paths=./api/... output:crd:dir=config/crd/bases
-	$(CONTROLLER_GEN) rbac:roleName=knest-controller paths=./internal/controller/... output:rbac:dir=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=knest-controller paths=./internal/controller/... paths=./internal/manager/... output:rbac:dir=config/rbac
 
 .PHONY: build
 build: ## Build the knest CLI into bin/knest.

@@ -4,7 +4,11 @@
 package manager
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -24,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
@@ -51,12 +56,18 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
+// What the secure metrics endpoint needs to check its callers.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Options configure the manager.
 type Options struct {
 	Render cluster.Options
 	// Concurrency is the number of NestedClusters reconciled in parallel.
 	Concurrency int
 	// MetricsAddr and HealthAddr are listen addresses; "0" or "" disables them.
+	// Metrics are served over HTTPS to callers the host's API server authenticates
+	// and authorizes (get on the non-resource URL /metrics).
 	MetricsAddr string
 	HealthAddr  string
 	// LeaderElection lets several replicas run with one active.
@@ -79,8 +90,12 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		opts.MetricsAddr = "0"
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Scheme: scheme,
+		Metrics: metricsserver.Options{
+			BindAddress:    opts.MetricsAddr,
+			SecureServing:  true,
+			FilterProvider: filters.WithAuthenticationAndAuthorization,
+		},
 		HealthProbeBindAddress:  opts.HealthAddr,
 		LeaderElection:          opts.LeaderElection,
 		LeaderElectionID:        "knest-controller.knest.dev",
@@ -113,7 +128,16 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 			return nil, err
 		}
-		if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		// Ready once the informers have synced: before that a reconcile would read
+		// an empty cache.
+		if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+			ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+			defer cancel()
+			if !mgr.GetCache().WaitForCacheSync(ctx) {
+				return errors.New("informers have not synced yet")
+			}
+			return nil
+		}); err != nil {
 			return nil, err
 		}
 	}

@@ -103,6 +103,9 @@ type scope struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	nc := &knestv1.NestedCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			setPhase(req.NamespacedName, "")
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 
@@ -122,6 +125,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	defer func() {
 		summarize(nc, s)
 		r.recordPhase(nc, previous)
+		recordMetrics(nc, previous, s)
+		if s.applyErr != nil && r.Recorder != nil {
+			r.Recorder.Event(nc, corev1.EventTypeWarning, knestv1.ApplyFailedReason, s.applyErr.Error())
+		}
 		opts := []patch.Option{patch.WithOwnedConditions{Conditions: ownedConditions}}
 		// Failed is a verdict on this generation: waits end on it, so it is observed.
 		if reterr == nil && s.applyErr == nil || nc.Status.Phase == knestv1.PhaseFailed {

@@ -183,6 +183,9 @@ func (r *Reconciler) prune(ctx context.Context, s *scope) error {
 			return fmt.Errorf("failed to delete %T %s: %w", obj, obj.GetName(), err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleted object the spec no longer asks for", "type", fmt.Sprintf("%T", obj), "object", klog.KObj(obj))
+		if gvk, err := r.Client.GroupVersionKindFor(obj); err == nil && r.Recorder != nil {
+			r.Recorder.Eventf(s.nc, corev1.EventTypeNormal, "Pruned", "Deleted %s %s: the spec no longer asks for it", gvk.Kind, obj.GetName())
+		}
 	}
 	return nil
 }

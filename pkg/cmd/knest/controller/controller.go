@@ -4,13 +4,16 @@ package controller
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/manager"
@@ -19,8 +22,9 @@ import (
 
 type flags struct {
 	manager.Options
-	qps   float32
-	burst int
+	qps       float32
+	burst     int
+	logFormat string
 }
 
 // NewCommand returns the controller command. It reads the host cluster's
@@ -41,7 +45,7 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 		"Repository of the kernel-boot images that go with the node images (knest's node disk has no bootloader); "+cluster.NoKernelBoot+" if your node images boot by themselves")
 	fl.StringVar(&f.Render.BootstrapCheck, "bootstrap-check", cluster.BootstrapCheckSSH, "CAPK bootstrap check: ssh (CAPK logs into the VM to confirm kubeadm finished) or none")
 	fl.IntVar(&f.Concurrency, "concurrency", 10, "NestedClusters reconciled in parallel")
-	fl.StringVar(&f.MetricsAddr, "metrics-bind-address", "0", "Address of the metrics endpoint; 0 disables it")
+	fl.StringVar(&f.MetricsAddr, "metrics-bind-address", ":8443", "Address of the HTTPS metrics endpoint (callers need RBAC get on /metrics); 0 disables it")
 	fl.StringVar(&f.HealthAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them")
 	// client-go's default (5 QPS, burst 10) makes creating 100 clusters take about a
 	// minute; see docs/benchmark.md for the figures behind these defaults.
@@ -49,6 +53,7 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fl.IntVar(&f.burst, "kube-api-burst", 100, "Burst of queries to the host API server")
 	fl.BoolVar(&f.LeaderElection, "leader-elect", false, "Elect a leader so several replicas can run with one active")
 	fl.StringVar(&f.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace)")
+	fl.StringVar(&f.logFormat, "log-format", "text", "Log format: text (knest's lines) or json (one object per line, for log collectors)")
 	return cmd
 }
 
@@ -56,18 +61,38 @@ func runE(cmd *cobra.Command, logger logr.Logger, f *flags) error {
 	if f.Render.BootstrapCheck != cluster.BootstrapCheckSSH && f.Render.BootstrapCheck != cluster.BootstrapCheckNone {
 		return fmt.Errorf("--bootstrap-check must be ssh or none, not %q", f.Render.BootstrapCheck)
 	}
+	logger, err := newLogger(f.logFormat, logger, cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
 	cfg, err := restConfig(cmd)
 	if err != nil {
 		return fmt.Errorf("failed to load the host cluster's kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = f.qps, f.burst
 	ctrl.SetLogger(logger)
+	// client-go (leader election, reflectors) logs through klog: the same sink.
+	klog.SetLogger(logger)
 	mgr, err := manager.New(cfg, f.Options)
 	if err != nil {
 		return err
 	}
 	logger.Info("Starting the NestedCluster controller", "host", cfg.Host)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	// The command's context ends on SIGINT/SIGTERM (app.Run); the manager then
+	// releases its leader lease and returns.
+	return mgr.Start(cmd.Context())
+}
+
+// newLogger returns the controller's logger for format: the CLI's own for text,
+// controller-runtime's zap encoder for json.
+func newLogger(format string, text logr.Logger, w io.Writer) (logr.Logger, error) {
+	switch format {
+	case "text":
+		return text, nil
+	case "json":
+		return zap.New(zap.WriteTo(w), zap.JSONEncoder()), nil
+	}
+	return logr.Logger{}, fmt.Errorf("--log-format %q: use text or json", format)
 }
 
 // restConfig honours the root command's kubectl-style flags when present.
