@@ -187,14 +187,7 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (_ *KubeVirt, re
 
 // Err reports the first component that exited; they are meant to run until Stop.
 func (k *KubeVirt) Err() error {
-	for _, proc := range k.procs {
-		select {
-		case <-proc.Done():
-			return proc.ExitError()
-		default:
-		}
-	}
-	return nil
+	return childproc.FirstExit(k.procs)
 }
 
 // Stop removes the webhook configurations and the objects Start created (not the

@@ -180,14 +180,7 @@ func Start(ctx context.Context, env *testenv.Env, opts Options) (_ *Providers, r
 
 // Err reports the first manager that exited; managers are meant to run until Stop.
 func (p *Providers) Err() error {
-	for _, proc := range p.procs {
-		select {
-		case <-proc.Done():
-			return proc.ExitError()
-		default:
-		}
-	}
-	return nil
+	return childproc.FirstExit(p.procs)
 }
 
 // Stop removes the webhook configurations, returns the CRDs to conversion strategy

@@ -80,6 +80,19 @@ func (p *Process) ExitError() error {
 	return fmt.Errorf("%s exited: %v; last log lines:\n%s", p.name, p.err, Tail(string(b), 20))
 }
 
+// FirstExit returns the exit error of the first of procs that has exited, or nil
+// while all run; for processes meant to run until stopped.
+func FirstExit(procs []*Process) error {
+	for _, p := range procs {
+		select {
+		case <-p.Done():
+			return p.ExitError()
+		default:
+		}
+	}
+	return nil
+}
+
 // Tail returns the last n lines of s (all of s for n <= 0).
 func Tail(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")

@@ -59,3 +59,23 @@ func TestTail(t *testing.T) {
 		}
 	}
 }
+
+func TestFirstExit(t *testing.T) {
+	dir := t.TempDir()
+	running, err := Start("sleeper", dir+"/sleeper.log", nil, "sleep", "60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer running.Stop()
+	if err := FirstExit([]*Process{running}); err != nil {
+		t.Fatalf("FirstExit while all run = %v, want nil", err)
+	}
+	failed, err := Start("failer", dir+"/failer.log", nil, "sh", "-c", "echo broken; exit 3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-failed.Done()
+	if err := FirstExit([]*Process{running, failed}); err == nil {
+		t.Fatal("FirstExit after one exited = nil, want its exit error")
+	}
+}
