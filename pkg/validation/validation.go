@@ -73,9 +73,8 @@ func NestedCluster(nc *knestv1.NestedCluster) field.ErrorList {
 
 	var errs field.ErrorList
 	errs = append(errs, ClusterName(nc.Name, field.NewPath("metadata", "name"))...)
-	if nc.Namespace != "" && len(apivalidation.IsDNS1123Label(nc.Namespace)) > 0 {
-		errs = append(errs, field.Invalid(field.NewPath("metadata", "namespace"), nc.Namespace,
-			"a namespace name is a DNS label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit, e.g. team-a"))
+	if nc.Namespace != "" && !NamespaceValid(nc.Namespace) {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "namespace"), nc.Namespace, NamespaceMessage))
 	}
 	errs = append(errs, spec(&nc.Spec, field.NewPath("spec"))...)
 	return errs
@@ -109,6 +108,12 @@ func PoolName(name string, path *field.Path) field.ErrorList {
 	}
 	return nil
 }
+
+// NamespaceMessage explains what a namespace name must be.
+const NamespaceMessage = "a namespace name is a DNS label: at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit, e.g. team-a"
+
+// NamespaceValid reports whether ns can name a namespace.
+func NamespaceValid(ns string) bool { return len(apivalidation.IsDNS1123Label(ns)) == 0 }
 
 // ControlPlaneReplicasValid reports whether n is an allowed control-plane size.
 func ControlPlaneReplicasValid(n int32) bool {

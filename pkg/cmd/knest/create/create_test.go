@@ -100,7 +100,7 @@ func TestCreateRejectsInvalidInput(t *testing.T) {
 				"spec.controlPlane.replicas: 0 is not accepted (kubectl apply of this file is refused too); remove the field to get the default (1) or set another value; " +
 				"spec.version: \"\" is not accepted (kubectl apply of this file is refused too); remove the field to get the default (" + knestv1.DefaultVersion + ") or set another value; " +
 				"spec.workers[0].cpu: 0 is not accepted"},
-		{name: "bad namespace", args: []string{"demo", "-n", "Team_A"}, want: `invalid cluster demo: --namespace: Invalid value: "Team_A": a namespace name is a DNS label`},
+		{name: "bad namespace", args: []string{"demo", "-n", "Team_A"}, want: `--namespace "Team_A": a namespace name is a DNS label`},
 		{name: "unknown flag", args: []string{"demo", "--worker", "3"}, want: "unknown flag: --worker\nRun 'knest create --help' for usage"},
 	}
 	g := NewWithT(t)

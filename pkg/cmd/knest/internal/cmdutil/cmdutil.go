@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/knest-dev/knest/pkg/knest"
+	"github.com/knest-dev/knest/pkg/validation"
 )
 
 // Names of the host cluster connection flags the root command adds.
@@ -69,6 +70,9 @@ func ClientConfig(cmd *cobra.Command) clientcmd.ClientConfig {
 // "default". explicit tells whether -n was given.
 func Namespace(cmd *cobra.Command) (ns string, explicit bool, err error) {
 	if ns := *KubeFlags(cmd).Namespace; ns != "" {
+		if !validation.NamespaceValid(ns) {
+			return "", true, fmt.Errorf("--namespace %q: %s", ns, validation.NamespaceMessage)
+		}
 		return ns, true, nil
 	}
 	ns, _, err = ClientConfig(cmd).Namespace()
