@@ -364,3 +364,25 @@ func TestEgressRulesetLoads(t *testing.T) {
 		}
 	}
 }
+
+// DNS goes only to the host's DNS pods: not to a pod that calls itself kube-dns in a
+// tenant's namespace, nor to another pod of kube-system.
+func TestEgressKnestPolicyDNSOnlyToTheHostsDNSPods(t *testing.T) {
+	impostor := pod("ns2", "192.168.213.21", "k8s-app", "kube-dns")
+	other := pod("kube-system", "192.168.213.22", "app", "metrics")
+	got, _ := renderEgress(egressInput{
+		Pods:     append(slices.Clone(everyPod), impostor, other),
+		Policies: []networkingv1.NetworkPolicy{knestPolicy("ns1", "alpha")},
+	})
+	egress := chains(t, got)["egress_192_168_213_11"]
+	for _, want := range []string{"ip daddr { 192.168.213.20 } tcp dport { 53 } accept", "ip daddr { 192.168.213.20 } udp dport { 53 } accept"} {
+		if !slices.Contains(egress, want) {
+			t.Errorf("missing %q in %q", want, egress)
+		}
+	}
+	for _, l := range egress {
+		if strings.Contains(l, "192.168.213.21") || strings.Contains(l, "192.168.213.22") {
+			t.Errorf("DNS allowed to a pod that is not the host's DNS: %q", l)
+		}
+	}
+}

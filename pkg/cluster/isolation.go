@@ -17,11 +17,20 @@ var PrivateNetworks = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", 
 // IsolationName is the NetworkPolicy that fences a cluster's VMs.
 func IsolationName(cluster string) string { return cluster + "-isolation" }
 
+// HostDNS selects the host cluster's DNS pods, the only pods a tenant's VMs may send
+// DNS queries to: CoreDNS as kubeadm, kind and most distributions deploy it.
+// Elsewhere (OpenShift's openshift-dns, for one) a platform team adds a policy of
+// its own that allows its DNS pods.
+var HostDNS = networkingv1.NetworkPolicyPeer{
+	NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "kube-system"}},
+	PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+}
+
 // isolation restricts what the cluster's VMs (their virt-launcher pods) can open
 // connections to, as HyperShift's KubeVirt platform does for its guests: the
 // cluster's own VMs (which includes its API endpoint once a Service or load
-// balancer has translated the address), DNS served by host pods that are not
-// tenant VMs, and addresses outside the private ranges. Another tenant's VMs and
+// balancer has translated the address), the host's DNS pods (HostDNS), and
+// addresses outside the private ranges. Another tenant's VMs and
 // endpoint, the host's nodes and its API server are all private addresses. Traffic
 // into the VMs (Cluster API's SSH check, users on the endpoint) is not restricted.
 // NetworkPolicies add up: a platform team widens this with a policy of its own.
@@ -41,12 +50,7 @@ func (r renderer) isolation() *networkingv1.NetworkPolicy {
 			Egress: []networkingv1.NetworkPolicyEgressRule{
 				{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &ownVMs}}},
 				{
-					To: []networkingv1.NetworkPolicyPeer{{
-						NamespaceSelector: &metav1.LabelSelector{},
-						PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-							Key: clusterv1.ClusterNameLabel, Operator: metav1.LabelSelectorOpDoesNotExist,
-						}}},
-					}},
+					To:    []networkingv1.NetworkPolicyPeer{*HostDNS.DeepCopy()},
 					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
 				},
 				{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: PrivateNetworks}}}},

@@ -51,7 +51,12 @@ func TestIsolationFencesOnlyTheClustersVMs(t *testing.T) {
 
 	g.Expect(dns.Ports).To(HaveLen(2))
 	g.Expect(dns.Ports[0].Port.IntValue()).To(Equal(53))
+	g.Expect(dns.To).To(HaveLen(1))
+	g.Expect(selects(g, dns.To[0].NamespaceSelector, labels.Set{"kubernetes.io/metadata.name": "kube-system"})).To(BeTrue())
+	g.Expect(selects(g, dns.To[0].NamespaceSelector, labels.Set{"kubernetes.io/metadata.name": "tenants"})).To(BeFalse(),
+		"a pod labelled k8s-app=kube-dns in a tenant's or user's namespace serves no DNS to tenants")
 	g.Expect(selects(g, dns.To[0].PodSelector, labels.Set{"k8s-app": "kube-dns"})).To(BeTrue())
+	g.Expect(selects(g, dns.To[0].PodSelector, labels.Set{"app": "web"})).To(BeFalse(), "only the DNS pods, not every host pod")
 	g.Expect(selects(g, dns.To[0].PodSelector, launcherLabels("other"))).To(BeFalse(), "no tenant VM serves DNS to another")
 
 	g.Expect(outside.To[0].IPBlock.CIDR).To(Equal("0.0.0.0/0"))
