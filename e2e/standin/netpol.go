@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os/exec"
 	"slices"
@@ -25,14 +26,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// NetworkPolicy egress, enforced as a CNI enforces it for virt-launcher pods: a
-// VMI is a pod (its labels plus kubevirt.io=virt-launcher, as KubeVirt labels the
-// launcher pod), its address the pod IP. Rules are nftables rules in a table of the
+// NetworkPolicy, enforced as a CNI enforces it for virt-launcher pods: a VMI is a
+// pod (its labels plus kubevirt.io=virt-launcher, as KubeVirt labels the launcher
+// pod), its address the pod IP. Rules are nftables rules in a table of the
 // stand-in's own, replaced as a whole on every change: bridged VM-to-VM traffic
-// (br_netfilter) and routed traffic pass the inet forward hook; traffic to a
-// proxied Service ClusterIP, which is local to the host, passes the input hook and
-// is judged by its backends, as a CNI judges it after kube-proxy's DNAT. Ingress
-// rules are not enforced.
+// (br_netfilter) and routed traffic pass the inet forward hook, where the
+// destination's ingress rules are checked first (an allowed packet returns) and
+// the source's egress rules last; traffic to a proxied Service ClusterIP, which is
+// local to the host, passes the input hook and is judged by the source's egress
+// rules at its backends, as a CNI judges it after kube-proxy's DNAT. The proxy then
+// dials the backend from the host, and the host's own connections are not subject
+// to ingress rules (as a node's are not on most CNIs).
 
 // nftTable is the stand-in's nftables table (family inet).
 const nftTable = "knest_standin"
@@ -231,15 +235,13 @@ func renderEgress(in egressInput) (string, []string) {
 	slices.SortFunc(pols, func(a, b networkingv1.NetworkPolicy) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
-	isolated := map[netip.Addr][]egressRule{}
+	isolated := map[netip.Addr][]egressRule{}     // by source: egress
+	isolatedFrom := map[netip.Addr][]egressRule{} // by destination: ingress
 	for i := range pols {
 		p := &pols[i]
 		name := p.Namespace + "/" + p.Name
 		ingress, egress := policyTypes(p)
-		if ingress {
-			warn = append(warn, fmt.Sprintf("NetworkPolicy %s: ingress is not enforced by the stand-in, only egress", name))
-		}
-		if !egress {
+		if !ingress && !egress {
 			continue
 		}
 		sel, err := metav1.LabelSelectorAsSelector(&p.Spec.PodSelector)
@@ -247,17 +249,39 @@ func renderEgress(in egressInput) (string, []string) {
 			warn = append(warn, fmt.Sprintf("NetworkPolicy %s: podSelector: %v; policy ignored", name, err))
 			continue
 		}
-		rules := compileRules(p, pods, in.Namespaces, &warn)
+		var egressRules, ingressRules []egressRule
+		if egress {
+			egressRules = compileRules(p, p.Spec.Egress, pods, in.Namespaces, &warn)
+		}
+		if ingress {
+			ingressRules = compileRules(p, ingressAsEgress(p.Spec.Ingress), pods, in.Namespaces, &warn)
+		}
 		for _, pod := range pods {
-			if pod.Namespace == p.Namespace && sel.Matches(labels.Set(pod.Labels)) {
-				isolated[pod.IP] = append(isolated[pod.IP], rules...)
+			if pod.Namespace != p.Namespace || !sel.Matches(labels.Set(pod.Labels)) {
+				continue
+			}
+			if egress {
+				isolated[pod.IP] = append(isolated[pod.IP], egressRules...)
+			}
+			if ingress {
+				isolatedFrom[pod.IP] = append(isolatedFrom[pod.IP], ingressRules...)
 			}
 		}
 	}
-	if len(isolated) == 0 {
+	if len(isolated) == 0 && len(isolatedFrom) == 0 {
 		return "", warn
 	}
-	return renderTable(isolated, in.Services), warn
+	return renderTable(isolated, isolatedFrom, in.Services), warn
+}
+
+// ingressAsEgress restates ingress rules in the egress form the compiler takes:
+// `from` peers match sources where `to` peers match destinations.
+func ingressAsEgress(rules []networkingv1.NetworkPolicyIngressRule) []networkingv1.NetworkPolicyEgressRule {
+	out := make([]networkingv1.NetworkPolicyEgressRule, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, networkingv1.NetworkPolicyEgressRule{To: r.From, Ports: r.Ports})
+	}
+	return out
 }
 
 // policyTypes applies the API's default: Ingress, plus Egress if there are egress
@@ -277,10 +301,10 @@ func uniquePods(pods []egressPod) []egressPod {
 	return slices.CompactFunc(out, func(a, b egressPod) bool { return a.IP == b.IP })
 }
 
-func compileRules(p *networkingv1.NetworkPolicy, pods []egressPod, nsLabels map[string]map[string]string, warn *[]string) []egressRule {
+func compileRules(p *networkingv1.NetworkPolicy, spec []networkingv1.NetworkPolicyEgressRule, pods []egressPod, nsLabels map[string]map[string]string, warn *[]string) []egressRule {
 	name := p.Namespace + "/" + p.Name
-	rules := make([]egressRule, 0, len(p.Spec.Egress))
-	for _, r := range p.Spec.Egress {
+	rules := make([]egressRule, 0, len(spec))
+	for _, r := range spec {
 		rule := egressRule{anyDest: len(r.To) == 0, allPorts: len(r.Ports) == 0}
 		for _, peer := range r.To {
 			if c, ok := compilePeer(p.Namespace, peer, pods, nsLabels, name, warn); ok {
@@ -389,14 +413,13 @@ func (p egressPeer) contains(a netip.Addr) bool {
 	return found
 }
 
-// renderTable writes the table: established traffic passes; each isolated source
-// jumps to its own chains, which accept what its policies allow and drop the rest.
-func renderTable(isolated map[netip.Addr][]egressRule, svcs []egressService) string {
-	srcs := make([]netip.Addr, 0, len(isolated))
-	for a := range isolated {
-		srcs = append(srcs, a)
-	}
-	slices.SortFunc(srcs, netip.Addr.Compare)
+// renderTable writes the table: established traffic passes; each destination
+// isolated for ingress jumps to its chain, which returns what its policies allow
+// and drops the rest; then each source isolated for egress jumps to its chains,
+// which accept what its policies allow and drop the rest.
+func renderTable(isolated, isolatedFrom map[netip.Addr][]egressRule, svcs []egressService) string {
+	srcs := slices.SortedFunc(maps.Keys(isolated), netip.Addr.Compare)
+	dsts := slices.SortedFunc(maps.Keys(isolatedFrom), netip.Addr.Compare)
 	svcs = slices.Clone(svcs)
 	slices.SortFunc(svcs, func(a, b egressService) int { return a.ClusterIP.Compare(b.ClusterIP) })
 	clusterIPs := make([]string, 0, len(svcs))
@@ -412,6 +435,9 @@ func renderTable(isolated map[netip.Addr][]egressRule, svcs []egressService) str
 	}
 	b.WriteString("\t}\n")
 	var forward, input []string
+	for _, dst := range dsts {
+		forward = append(forward, fmt.Sprintf("ip daddr %s jump %s", dst, chainName("ingress", dst)))
+	}
 	for _, src := range srcs {
 		forward = append(forward, fmt.Sprintf("ip saddr %s jump %s", src, chainName("egress", src)))
 		input = append(input, fmt.Sprintf("ip saddr %s ip daddr @clusterips jump %s", src, chainName("svc", src)))
@@ -420,9 +446,12 @@ func renderTable(isolated map[netip.Addr][]egressRule, svcs []egressService) str
 	established := "ct state established,related accept"
 	writeChain(&b, "forward", "type filter hook forward priority filter; policy accept;", append([]string{established}, forward...))
 	writeChain(&b, "input", "type filter hook input priority filter; policy accept;", append([]string{established}, input...))
+	for _, dst := range dsts {
+		writeChain(&b, chainName("ingress", dst), "", append(ruleLines(isolatedFrom[dst], "saddr", "return"), "drop"))
+	}
 	for _, src := range srcs {
 		rules := isolated[src]
-		writeChain(&b, chainName("egress", src), "", append(egressLines(rules), "drop"))
+		writeChain(&b, chainName("egress", src), "", append(ruleLines(rules, "daddr", "accept"), "drop"))
 		writeChain(&b, chainName("svc", src), "", append(serviceLines(rules, svcs), "drop"))
 	}
 	b.WriteString("}\n")
@@ -444,8 +473,9 @@ func writeChain(b *bytes.Buffer, name, hook string, lines []string) {
 	b.WriteString("\t}\n")
 }
 
-// egressLines are the accept rules of rules, each once, in order.
-func egressLines(rules []egressRule) []string {
+// ruleLines are the rules of rules, each once, in order: peers matched as addr
+// (daddr for egress, saddr for ingress), ending in verdict.
+func ruleLines(rules []egressRule, addr, verdict string) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, r := range rules {
@@ -453,14 +483,14 @@ func egressLines(rules []egressRule) []string {
 		if !r.anyDest {
 			dests = dests[:0]
 			for _, p := range r.peers {
-				if d, ok := p.nft(); ok {
+				if d, ok := p.nft(addr); ok {
 					dests = append(dests, d)
 				}
 			}
 		}
 		for _, d := range dests {
 			for _, p := range r.nftPorts() {
-				if l := d + p + "accept"; !seen[l] {
+				if l := d + p + verdict; !seen[l] {
 					seen[l] = true
 					out = append(out, l)
 				}
@@ -470,20 +500,20 @@ func egressLines(rules []egressRule) []string {
 	return out
 }
 
-// nft is the destination match of p, false if it matches nothing.
-func (p egressPeer) nft() (string, bool) {
+// nft is the match of p on addr (daddr or saddr), false if it matches nothing.
+func (p egressPeer) nft(addr string) (string, bool) {
 	if !p.block.IsValid() {
 		if len(p.pods) == 0 {
 			return "", false
 		}
-		return "ip daddr " + nftSet(p.pods) + " ", true
+		return "ip " + addr + " " + nftSet(p.pods) + " ", true
 	}
 	var s string
 	if p.block.Bits() > 0 {
-		s = "ip daddr " + p.block.String() + " "
+		s = "ip " + addr + " " + p.block.String() + " "
 	}
 	if len(p.except) > 0 {
-		s += "ip daddr != " + nftSet(p.except) + " "
+		s += "ip " + addr + " != " + nftSet(p.except) + " "
 	}
 	return s, true
 }

@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestEgressRulesetDropsPackets loads the rules of two tenants into a network
+// TestEgressRulesetDropsPackets (ingress too) loads the rules of two tenants into a network
 // namespace of its own holding a bridge (with br_netfilter, as on the stand-in's
 // host) and three VMs' worth of endpoints, and opens real TCP connections.
 func TestEgressRulesetDropsPackets(t *testing.T) {
@@ -78,17 +78,20 @@ func TestEgressRulesetDropsPackets(t *testing.T) {
 		run("", "ip", "-n", hub, "link", "set", port, "master", "br0", "up")
 		run("", "ip", "-n", ns, "addr", "add", p.IP.String()+"/24", "dev", "eth0")
 		run("", "ip", "-n", ns, "link", "set", "eth0", "up")
-		listener := exec.Command("ip", "netns", "exec", ns, os.Args[0])
-		listener.Env = append(os.Environ(), netnsHelperEnv+"=listen=:8080")
-		if err := listener.Start(); err != nil {
-			t.Fatal(err)
+		// Any port, and the tenant API server's.
+		for _, port := range []string{"8080", "6443"} {
+			listener := exec.Command("ip", "netns", "exec", ns, os.Args[0])
+			listener.Env = append(os.Environ(), netnsHelperEnv+"=listen=:"+port)
+			if err := listener.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = listener.Process.Kill(); _ = listener.Wait() })
 		}
-		t.Cleanup(func() { _ = listener.Process.Kill(); _ = listener.Wait() })
 	}
-	connects := func(from, to egressPod, attempts int) bool {
+	connectsTo := func(from, to egressPod, port string, attempts int) bool {
 		for range attempts {
 			dial := exec.Command("ip", "netns", "exec", vms[from.IP], os.Args[0])
-			dial.Env = append(os.Environ(), netnsHelperEnv+"=dial="+to.IP.String()+":8080")
+			dial.Env = append(os.Environ(), netnsHelperEnv+"=dial="+to.IP.String()+":"+port)
 			if dial.Run() == nil {
 				return true
 			}
@@ -96,9 +99,10 @@ func TestEgressRulesetDropsPackets(t *testing.T) {
 		}
 		return false
 	}
+	connects := func(from, to egressPod, attempts int) bool { return connectsTo(from, to, "8080", attempts) }
 	// Without rules everything connects (and the listeners are up: retry until then).
 	for _, c := range [][2]egressPod{{a1, a2}, {a1, b1}, {b1, a1}} {
-		if !connects(c[0], c[1], 20) {
+		if !connects(c[0], c[1], 20) || !connectsTo(c[0], c[1], "6443", 20) {
 			t.Fatalf("without rules, %s cannot reach %s: the setup is broken", c[0].IP, c[1].IP)
 		}
 	}
@@ -110,14 +114,17 @@ func TestEgressRulesetDropsPackets(t *testing.T) {
 	run(nftScript(ruleset), "ip", "netns", "exec", hub, "nft", "-f", "-")
 	for _, c := range []struct {
 		from, to egressPod
+		port     string
 		want     bool
 	}{
-		{a1, a2, true},  // own cluster
-		{a1, b1, false}, // another tenant (a private address)
-		{b1, a1, true},  // beta has no policy: unrestricted, and alpha's replies pass
+		{a1, a2, "8080", true},  // own cluster, any port
+		{a1, b1, "8080", false}, // another tenant (a private address)
+		{a1, b1, "6443", false}, // its API server too: alpha's egress stops it
+		{b1, a1, "8080", false}, // beta has no policy, but alpha's ingress stops it
+		{b1, a1, "6443", true},  // except on the API server's port, and alpha's replies pass
 	} {
-		if got := connects(c.from, c.to, 1); got != c.want {
-			t.Errorf("%s → %s: connected %v, want %v\n%s", c.from.IP, c.to.IP, got, c.want, ruleset)
+		if got := connectsTo(c.from, c.to, c.port, 1); got != c.want {
+			t.Errorf("%s → %s:%s: connected %v, want %v\n%s", c.from.IP, c.to.IP, c.port, got, c.want, ruleset)
 		}
 	}
 }

@@ -114,14 +114,17 @@ func TestEgressUnselectedPodsAreUnrestricted(t *testing.T) {
 	got, _ := renderEgress(in)
 	c := chains(t, got)
 	// gamma shares alpha's namespace, beta and the DNS pod do not: none is selected.
+	// Ingress first: a packet must be let in by its destination and out by its source.
 	wantChain(t, c, "forward", "ct state established,related accept",
+		"ip daddr 192.168.213.11 jump ingress_192_168_213_11",
+		"ip daddr 192.168.213.12 jump ingress_192_168_213_12",
 		"ip saddr 192.168.213.11 jump egress_192_168_213_11",
 		"ip saddr 192.168.213.12 jump egress_192_168_213_12")
 	wantChain(t, c, "input", "ct state established,related accept",
 		"ip saddr 192.168.213.11 ip daddr @clusterips jump svc_192_168_213_11",
 		"ip saddr 192.168.213.12 ip daddr @clusterips jump svc_192_168_213_12")
-	if len(c) != 6 {
-		t.Errorf("want forward, input and two chains per alpha VM, got %d chains:\n%s", len(c), got)
+	if len(c) != 8 {
+		t.Errorf("want forward, input and three chains per alpha VM, got %d chains:\n%s", len(c), got)
 	}
 	if !strings.Contains(got, "elements = { 10.0.0.10, 10.0.0.20, 10.0.0.30 }") {
 		t.Errorf("the clusterips set lists every proxied Service:\n%s", got)
@@ -148,6 +151,10 @@ func TestEgressKnestPolicy(t *testing.T) {
 	for _, ip := range []string{"11", "12"} {
 		wantChain(t, c, "egress_192_168_213_"+ip, append(append([]string{"ip daddr { 192.168.213.11, 192.168.213.12 } accept"}, dnsRules...), outside, "drop")...)
 		wantChain(t, c, "svc_192_168_213_"+ip, "ip daddr 10.0.0.10 tcp dport { 6443 } accept", "drop")
+	}
+	// Into alpha's VMs: alpha's VMs, the API port from anywhere; no CAPK pod runs here.
+	for _, ip := range []string{"11", "12"} {
+		wantChain(t, c, "ingress_192_168_213_"+ip, "ip saddr { 192.168.213.11, 192.168.213.12 } return", "tcp dport { 6443 } return", "drop")
 	}
 	wantChain(t, c, "egress_192_168_213_13", append(append([]string{"ip daddr { 192.168.213.13 } accept"}, dnsRules...), outside, "drop")...)
 	wantChain(t, c, "svc_192_168_213_13", "ip daddr 10.0.0.20 tcp dport { 6443 } accept", "drop")
@@ -252,36 +259,55 @@ func TestEgressPeers(t *testing.T) {
 func TestEgressPolicyTypes(t *testing.T) {
 	anywhere := networkingv1.NetworkPolicyEgressRule{}
 	alpha := map[string]string{clusterLabel: "alpha"}
+	ingressOnly := []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}
 	for _, tc := range []struct {
-		name     string
-		pol      networkingv1.NetworkPolicy
-		isolated bool
-		egress   []string // alpha1's chain, when isolated
-		ingress  bool     // warned that ingress is not enforced
+		name    string
+		pol     networkingv1.NetworkPolicy
+		egress  []string // alpha1's egress chain, nil if not isolated for egress
+		ingress []string // alpha1's ingress chain, nil if not isolated for ingress
 	}{
-		{"no types, no egress rules: ingress only", policy("ns1", "p", alpha, nil), false, nil, true},
-		{"no types, egress rules: ingress and egress", policy("ns1", "p", alpha, nil, anywhere), true, []string{"accept", "drop"}, true},
-		{"egress without rules: deny all", policy("ns1", "p", alpha, egressOnly), true, []string{"drop"}, false},
-		{"ingress only: egress rules ignored", policy("ns1", "p", alpha, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}, anywhere), false, nil, true},
-		{"empty podSelector selects every pod of the namespace", policy("ns1", "p", nil, egressOnly), true, []string{"drop"}, false},
+		{"no types, no egress rules: ingress only, deny all", policy("ns1", "p", alpha, nil), nil, []string{"drop"}},
+		{"no types, egress rules: ingress and egress", policy("ns1", "p", alpha, nil, anywhere), []string{"accept", "drop"}, []string{"drop"}},
+		{"egress without rules: deny all", policy("ns1", "p", alpha, egressOnly), []string{"drop"}, nil},
+		{"ingress only: egress rules ignored", policy("ns1", "p", alpha, ingressOnly, anywhere), nil, []string{"drop"}},
+		{"empty podSelector selects every pod of the namespace", policy("ns1", "p", nil, egressOnly), []string{"drop"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, warnings := renderEgress(egressInput{Pods: everyPod, Services: everySvc, Policies: []networkingv1.NetworkPolicy{tc.pol}})
-			if warned := slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, "ingress is not enforced") }); warned != tc.ingress {
-				t.Errorf("ingress warning: %v, want %v (%q)", warned, tc.ingress, warnings)
-			}
-			if !tc.isolated {
-				if got != "" {
-					t.Errorf("want nothing isolated, got\n%s", got)
-				}
-				return
+			if len(warnings) != 0 {
+				t.Errorf("warnings: %q", warnings)
 			}
 			c := chains(t, got)
 			wantChain(t, c, "egress_192_168_213_11", tc.egress...)
-			if tc.egress[0] == "drop" {
+			wantChain(t, c, "ingress_192_168_213_11", tc.ingress...)
+			if tc.egress != nil && tc.egress[0] == "drop" {
 				wantChain(t, c, "svc_192_168_213_11", "drop")
 			}
 		})
+	}
+}
+
+// An ingress rule with peers and ports, and a rule with ports only.
+func TestIngressPeersAndPorts(t *testing.T) {
+	tcp := corev1.ProtocolTCP
+	p22, p443 := intstr.FromInt32(22), intstr.FromInt32(443)
+	pol := networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "in"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{clusterLabel: "alpha"}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{
+				{From: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}, PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}}}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &p22}}},
+				{Ports: []networkingv1.NetworkPolicyPort{{Port: &p443}}},
+			},
+		},
+	}
+	got, _ := renderEgress(egressInput{Pods: everyPod, Policies: []networkingv1.NetworkPolicy{pol}})
+	c := chains(t, got)
+	wantChain(t, c, "ingress_192_168_213_12", "ip saddr { 192.168.213.20 } tcp dport { 22 } return", "tcp dport { 443 } return", "drop")
+	if _, ok := c["egress_192_168_213_12"]; ok {
+		t.Error("an ingress-only policy isolates no egress")
 	}
 }
 

@@ -14,6 +14,15 @@ import (
 // host's pod and Service networks on any common CNI and cloud metadata endpoints.
 var PrivateNetworks = []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "169.254.0.0/16"}
 
+// APIServerPort is where a tenant control-plane VM serves the Kubernetes API
+// (kubeadm's default, which CAPK's Service targets).
+const APIServerPort = 6443
+
+// CAPKProviderNames are the values of the provider label (cluster.x-k8s.io/provider)
+// on CAPK's controller pods: CAPK's own kustomization sets kubevirt on the pod
+// template; clusterctl's name for the provider is infrastructure-kubevirt.
+var CAPKProviderNames = []string{"kubevirt", "infrastructure-kubevirt"}
+
 // IsolationName is the NetworkPolicy that fences a cluster's VMs.
 func IsolationName(cluster string) string { return cluster + "-isolation" }
 
@@ -30,14 +39,18 @@ var HostDNS = networkingv1.NetworkPolicyPeer{
 // connections to, as HyperShift's KubeVirt platform does for its guests: the
 // cluster's own VMs (which includes its API endpoint once a Service or load
 // balancer has translated the address), the host's DNS pods (HostDNS), and
-// addresses outside the private ranges. Another tenant's VMs and
+// addresses outside the private ranges; and what can connect to them: their own
+// cluster's VMs on any port, anyone on the API server's port (the endpoint is meant
+// to be reached, through a Service, a NodePort or a load balancer), and CAPK's
+// controller on SSH (its bootstrap check). kubelet, etcd and the tenant CNI's VXLAN
+// port answer only the cluster's own VMs. Another tenant's VMs and
 // endpoint, the host's nodes and its API server are all private addresses. Traffic
 // into the VMs (Cluster API's SSH check, users on the endpoint) is not restricted.
 // NetworkPolicies add up: a platform team widens this with a policy of its own.
 func (r renderer) isolation() *networkingv1.NetworkPolicy {
 	ownVMs := metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.ClusterNameLabel: r.name}}
 	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
-	dns := intstr.FromInt32(53)
+	dns, api, ssh := intstr.FromInt32(53), intstr.FromInt32(APIServerPort), intstr.FromInt32(22)
 	return &networkingv1.NetworkPolicy{
 		TypeMeta:   typeMeta(networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy")),
 		ObjectMeta: r.meta(IsolationName(r.name), ""),
@@ -46,7 +59,20 @@ func (r renderer) isolation() *networkingv1.NetworkPolicy {
 				kubevirtv1.AppLabel:        "virt-launcher", // on every VM's pod
 				clusterv1.ClusterNameLabel: r.name,
 			}},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress: []networkingv1.NetworkPolicyIngressRule{
+				{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &ownVMs}}},
+				{Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &api}}},
+				{
+					From: []networkingv1.NetworkPolicyPeer{{
+						NamespaceSelector: &metav1.LabelSelector{},
+						PodSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+							Key: clusterv1.ProviderNameLabel, Operator: metav1.LabelSelectorOpIn, Values: CAPKProviderNames,
+						}}},
+					}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &ssh}},
+				},
+			},
 			Egress: []networkingv1.NetworkPolicyEgressRule{
 				{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &ownVMs}}},
 				{

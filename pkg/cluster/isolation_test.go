@@ -34,8 +34,26 @@ func TestIsolationFencesOnlyTheClustersVMs(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	p := graph.Isolation
 	g.Expect(p.Name).To(Equal("demo-isolation"))
-	g.Expect(p.Spec.PolicyTypes).To(Equal([]networkingv1.PolicyType{networkingv1.PolicyTypeEgress}))
-	g.Expect(p.Spec.Ingress).To(BeEmpty(), "traffic into the VMs (SSH check, endpoint) stays open")
+	g.Expect(p.Spec.PolicyTypes).To(Equal([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}))
+
+	// Into the VMs: own VMs on any port, anyone on the API port, CAPK on SSH.
+	g.Expect(p.Spec.Ingress).To(HaveLen(3))
+	fromOwn, api, ssh := p.Spec.Ingress[0], p.Spec.Ingress[1], p.Spec.Ingress[2]
+	g.Expect(fromOwn.Ports).To(BeEmpty())
+	g.Expect(fromOwn.From).To(HaveLen(1))
+	g.Expect(fromOwn.From[0].NamespaceSelector).To(BeNil())
+	g.Expect(selects(g, fromOwn.From[0].PodSelector, launcherLabels("demo"))).To(BeTrue())
+	g.Expect(selects(g, fromOwn.From[0].PodSelector, launcherLabels("other"))).To(BeFalse(), "another tenant reaches no kubelet, etcd or VXLAN port")
+	g.Expect(api.From).To(BeEmpty(), "the endpoint is reached from wherever its Service is")
+	g.Expect(api.Ports).To(HaveLen(1))
+	g.Expect(api.Ports[0].Port.IntValue()).To(Equal(6443))
+	g.Expect(ssh.Ports[0].Port.IntValue()).To(Equal(22))
+	g.Expect(selects(g, ssh.From[0].NamespaceSelector, labels.Set{"kubernetes.io/metadata.name": "capk-system"})).To(BeTrue())
+	capkPod := labels.Set{"cluster.x-k8s.io/provider": "kubevirt", "control-plane": "controller-manager"}
+	g.Expect(selects(g, ssh.From[0].PodSelector, capkPod)).To(BeTrue(), "CAPK's pod template carries its kustomization's provider label")
+	g.Expect(selects(g, ssh.From[0].PodSelector, labels.Set{"cluster.x-k8s.io/provider": "infrastructure-kubevirt"})).To(BeTrue())
+	g.Expect(selects(g, ssh.From[0].PodSelector, labels.Set{"cluster.x-k8s.io/provider": "cluster-api"})).To(BeFalse())
+	g.Expect(selects(g, ssh.From[0].PodSelector, launcherLabels("other"))).To(BeFalse())
 
 	g.Expect(selects(g, &p.Spec.PodSelector, launcherLabels("demo"))).To(BeTrue())
 	g.Expect(selects(g, &p.Spec.PodSelector, launcherLabels("other"))).To(BeFalse())
