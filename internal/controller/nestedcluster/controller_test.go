@@ -6,6 +6,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -219,6 +220,21 @@ func TestRemovedPoolIsDeleted(t *testing.T) {
 		}, timeout, interval).Should(BeTrue(), "%T %s", obj, obj.GetName())
 	}
 	waitForGraph(g, nc)
+	g.Eventually(func() []string { return eventMessages(g, nc, "Pruned") }, timeout, interval).Should(
+		ContainElement("Deleted MachineDeployment "+gpu.MachineDeployment.Name+": the spec no longer asks for it"))
+}
+
+// eventMessages lists the messages of the events about nc with reason.
+func eventMessages(g Gomega, nc *knestv1.NestedCluster, reason string) []string {
+	events := &corev1.EventList{}
+	g.Expect(env.Client.List(context.Background(), events, client.InNamespace(nc.Namespace))).To(Succeed())
+	var out []string
+	for _, e := range events.Items {
+		if e.InvolvedObject.Name == nc.Name && e.InvolvedObject.Kind == "NestedCluster" && e.Reason == reason {
+			out = append(out, e.Message)
+		}
+	}
+	return out
 }
 
 // simulateClusterAPI writes the status Cluster API and CAPK would write once the
@@ -423,6 +439,8 @@ func TestRefusesToTakeOverAnObjectItDoesNotOwn(t *testing.T) {
 		g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).To(ContainSubstring(
 			"NetworkPolicy taken-isolation already exists and does not belong to NestedCluster taken"))
 	}, timeout, interval).Should(Succeed())
+	g.Eventually(func() []string { return eventMessages(g, nc, knestv1.ApplyFailedReason) }, timeout, interval).Should(
+		ContainElement(ContainSubstring("NetworkPolicy taken-isolation already exists")))
 	// Theirs is untouched and nothing else was created.
 	after := theirs.DeepCopy()
 	get(g, after)
