@@ -221,7 +221,7 @@ func TestRemovedPoolIsDeleted(t *testing.T) {
 	}
 	waitForGraph(g, nc)
 	g.Eventually(func() []string { return eventMessages(g, nc, "Pruned") }, timeout, interval).Should(
-		ContainElement("Deleted MachineDeployment "+gpu.MachineDeployment.Name+": the spec no longer asks for it"))
+		ContainElement("Deleted MachineDeployment " + gpu.MachineDeployment.Name + ": the spec no longer asks for it"))
 }
 
 // eventMessages lists the messages of the events about nc with reason.
