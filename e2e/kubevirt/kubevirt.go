@@ -218,14 +218,7 @@ func (k *KubeVirt) WriteLogs(w io.Writer, lines int) {
 }
 
 func (k *KubeVirt) tails(lines int) string {
-	var b strings.Builder
-	for _, name := range components {
-		path := filepath.Join(k.LogDir, name+".log")
-		if data, err := os.ReadFile(path); err == nil {
-			fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", name, path, childproc.Tail(string(data), lines))
-		}
-	}
-	return b.String()
+	return childproc.LogTails(k.LogDir, lines, components...)
 }
 
 // start runs a component on a free port (its TLS server: webhooks and subresources

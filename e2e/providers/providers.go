@@ -220,16 +220,11 @@ func (p *Providers) WriteLogs(w io.Writer, lines int) {
 }
 
 func (p *Providers) tails(lines int) string {
-	var b strings.Builder
+	names := make([]string, 0, len(all))
 	for _, prov := range all {
-		path := filepath.Join(p.LogDir, prov.name+".log")
-		data, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", prov.name, path, childproc.Tail(string(data), lines))
+		names = append(names, prov.name)
 	}
-	return b.String()
+	return childproc.LogTails(p.LogDir, lines, names...)
 }
 
 // startWebhookServer starts a manager on a free port and waits until its webhook

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -78,6 +79,20 @@ func (p *Process) Stop() {
 func (p *Process) ExitError() error {
 	b, _ := os.ReadFile(p.logPath)
 	return fmt.Errorf("%s exited: %v; last log lines:\n%s", p.name, p.err, Tail(string(b), 20))
+}
+
+// LogTails returns the last lines of each named process's log, <dir>/<name>.log (all
+// of it for lines <= 0), under a header naming the process and the file; logs that
+// do not exist are left out. For a test to print on failure.
+func LogTails(dir string, lines int, names ...string) string {
+	var b strings.Builder
+	for _, name := range names {
+		path := filepath.Join(dir, name+".log")
+		if data, err := os.ReadFile(path); err == nil {
+			fmt.Fprintf(&b, "===== %s (%s) =====\n%s\n", name, path, Tail(string(data), lines))
+		}
+	}
+	return b.String()
 }
 
 // FirstExit returns the exit error of the first of procs that has exited, or nil

@@ -79,3 +79,15 @@ func TestFirstExit(t *testing.T) {
 		t.Fatal("FirstExit after one exited = nil, want its exit error")
 	}
 }
+
+func TestLogTails(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(dir+"/a.log", []byte("1\n2\n3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := LogTails(dir, 2, "a", "missing")
+	want := "===== a (" + dir + "/a.log) =====\n" + Tail("1\n2\n3\n", 2) + "\n"
+	if got != want {
+		t.Errorf("LogTails = %q, want %q", got, want)
+	}
+}
