@@ -315,3 +315,9 @@ ln -sfn "$(basename "$out")" "$cache/out/$version.tmp"
 mv -T "$cache/out/$version.tmp" "$cache/out/$version"
 log "node image $version: $cache/out/$version"
 ls -l "$cache/out/$version/" >&2
+
+# --- 8. kind node (KNEST_KIND_NODE=true; images/kind/README.md) ----------------------
+# In its own file, so that changing it does not invalidate the disk (hashed with $0).
+[ "${KNEST_KIND_NODE:-false}" = true ] || exit 0
+# shellcheck source=images/scripts/kind-node.sh
+. "$here/scripts/kind-node.sh"

@@ -1,0 +1,74 @@
+# Step 8 of images/build.sh (sourced; uses its variables and helpers): the host node
+# of `make e2e-kind`, a root filesystem tarball with the same base, Kubernetes binaries
+# and preloaded images as a tenant node, plus kind's node files from the kind module
+# and kube-network-policies. See images/kind/README.md.
+kind_tools=$repo/hack/tools/kind
+kind_mod=$(cd "$kind_tools/kind" && $GO list -m -f '{{.Dir}}' sigs.k8s.io/kind)
+netpol_mod=$(cd "$kind_tools/netpol" && $GO list -m -f '{{.Dir}}' sigs.k8s.io/kube-network-policies)
+netpol_ref=knest.local/kube-network-policies:$(cd "$kind_tools/netpol" && $GO list -m -f '{{.Version}}' sigs.k8s.io/kube-network-policies)
+kind_hash=$(hash_inputs "$base_hash" "$images_hash" "$version" "$here/kind" "$here/rootfs/overlay" \
+	"$here/rootfs/templates" "$kind_tools/kind/go.mod" "$kind_tools/netpol/go.sum" "$here/scripts/kind-node.sh" \
+	"$kube/kubelet" "$kube/kubeadm" "$kube/kubectl")
+kind_out=$cache/kind/$version-$kind_hash
+build_kind() {
+	local root=$tmp/rootfs files=$kind_mod/images/base/files
+	mkdir -p "$root"
+	log "building kube-network-policies ($netpol_ref)"
+	(cd "$kind_tools/netpol" && CGO_ENABLED=0 $GO build -trimpath -ldflags '-s -w' -o "$tmp/netpol" sigs.k8s.io/kube-network-policies/cmd)
+	cat >"$tmp/netpol.json" <<JSON
+{"images": [{"ref": "$netpol_ref", "layers": [{"files": [{"src": "$tmp/netpol", "dst": "/bin/netpol", "mode": "0755"}]}], "cmd": ["/bin/netpol"]}]}
+JSON
+	"$tools/ociimage" containers -spec "$tmp/netpol.json" -out "$tmp/netpol.tar"
+
+	log "assembling the kind node root filesystem"
+	tar --xattrs --xattrs-include='*' --numeric-owner -xpf "$base/rootfs.tar" -C "$root"
+	# What kind's base image does: nothing starts but what a node needs (no ssh,
+	# cloud-init, networkd: the container engine owns the network).
+	rm -f "$root"/lib/systemd/system/multi-user.target.wants/* "$root"/etc/systemd/system/*.wants/* \
+		"$root"/lib/systemd/system/local-fs.target.wants/* "$root"/lib/systemd/system/sockets.target.wants/*udev* \
+		"$root"/lib/systemd/system/sockets.target.wants/*initctl* "$root"/lib/systemd/system/basic.target.wants/*
+	find "$root/lib/systemd/system/sysinit.target.wants/" -name systemd-tmpfiles-setup.service -delete
+	touch "$root/etc/cloud/cloud-init.disabled"
+	echo "ReadKMsg=no" >>"$root/etc/systemd/journald.conf"
+	# The tenant node's image import, then kind's node files (their kubelet unit and
+	# drop-ins replace the tenant ones), then knest's kind overlay.
+	install -D -m 0755 "$here/rootfs/overlay/usr/lib/knest/import-images" "$root/usr/lib/knest/import-images"
+	install -m 0644 "$here/rootfs/overlay/etc/systemd/system/knest-preload-images.service" "$root/etc/systemd/system/"
+	install -m 0644 "$here/rootfs/overlay/etc/sysctl.d/90-kubernetes.conf" "$root/etc/sysctl.d/"
+	install -m 0755 "$files"/usr/local/bin/* "$root/usr/local/bin/"
+	mkdir -p "$root/kind/bin" "$root/kind/manifests" "$root/etc/systemd/system/kubelet.service.d" "$root/etc/kubernetes/manifests"
+	install -m 0755 "$files"/kind/bin/* "$root/kind/bin/"
+	install -m 0644 "$files"/etc/sysctl.d/* "$root/etc/sysctl.d/"
+	install -m 0644 "$files"/etc/default/kubelet "$root/etc/default/"
+	install -m 0644 "$files"/etc/crictl.yaml "$root/etc/"
+	install -m 0644 "$files"/etc/systemd/system/kubelet.service "$files"/etc/systemd/system/kubelet.slice \
+		"$files"/etc/systemd/system/undo-mount-hacks.service "$root/etc/systemd/system/"
+	install -m 0644 "$files"/etc/systemd/system/kubelet.service.d/* "$root/etc/systemd/system/kubelet.service.d/"
+	cp -a "$here/kind/overlay/." "$root/"
+	systemctl --root="$root" --quiet enable containerd kubelet undo-mount-hacks knest-preload-images
+	systemctl --root="$root" --quiet mask systemd-binfmt.service
+	ln -sf /usr/lib/systemd/systemd "$root/sbin/init"
+	install -m 0755 "$kube/kubelet" "$kube/kubeadm" "$kube/kubectl" "$root/usr/bin/"
+	# A container on these hosts has no CAP_SYS_RESOURCE, so runc cannot lower a pod's
+	# oom_score_adj below its own (sandboxes fail "can't get final child's PID from
+	# pipe"); containerd then clamps it, as kind does for rootless nodes.
+	sed -e "s#@PAUSE_IMAGE@#$pause_ref#" -e 's#^\(\s*\)sandbox_image = .*#&\n\1restrict_oom_score_adj = true#' \
+		"$here/rootfs/templates/containerd-config.toml" >"$root/etc/containerd/config.toml"
+	grep -q 'restrict_oom_score_adj = true' "$root/etc/containerd/config.toml" || die "containerd config: cannot set restrict_oom_score_adj"
+	mkdir -p "$root/opt/cni/bin" "$root/var/lib/knest/images"
+	local p
+	for p in "$root"/usr/lib/cni/*; do ln -sf "/usr/lib/cni/$(basename "$p")" "$root/opt/cni/bin/"; done
+	cp "$images/images.tar" "$tmp/netpol.tar" "$root/var/lib/knest/images/"
+	echo "$version" >"$root/kind/version"
+	# kind applies this after kubeadm init; pod networking itself is the static ptp config.
+	sed "s#image: .*kube-network-policies:.*#image: $netpol_ref\n        imagePullPolicy: Never#" \
+		"$netpol_mod/install.yaml" >"$root/kind/manifests/default-cni.yaml"
+	grep -q "image: $netpol_ref" "$root/kind/manifests/default-cni.yaml" || die "cannot set the image in kube-network-policies' install.yaml"
+	log "writing the kind node root filesystem tarball"
+	tar --xattrs --xattrs-include='*' --numeric-owner -C "$root" -cf "$tmp/kind-node.tar" .
+	rm -rf "$root"
+}
+step "$kind_out" build_kind
+ln -sfn "$(basename "$kind_out")" "$cache/kind/$version.tmp"
+mv -T "$cache/kind/$version.tmp" "$cache/kind/$version"
+log "kind node $version: $cache/kind/$version/kind-node.tar"
