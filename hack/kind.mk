@@ -1,13 +1,21 @@
-# The end-to-end suite against a real KubeVirt in kind, included from the top-level
-# Makefile after images/node-image.mk and hack/providers.mk (whose versions and paths it
-# passes on). Needs Docker and internet, so it cannot run on the build machine
-# (docs/e2e.md). The scripts are in hack/kind; hack/kind/env.sh has their settings.
+# The end-to-end suite against real KubeVirt in a kind cluster, included from the
+# top-level Makefile after images/node-image.mk, hack/providers.mk and hack/kubevirt.mk
+# (whose versions and paths it passes on). Everything is built here, offline: nothing
+# is pulled from a registry (docs/e2e.md). The scripts are in hack/kind; hack/kind/env.sh
+# has their settings.
 
-##@ End to end on kind (Docker and internet)
+##@ End to end on kind (podman or Docker, offline)
 
 KIND_CLUSTER ?= knest-e2e
-KIND_KUBECONFIG ?= $(KNEST_CACHE)/kind/$(KIND_CLUSTER).kubeconfig
-KIND_REGISTRY_PORT ?= 5001
+KIND_DIR := $(KNEST_CACHE)/kind
+KIND_KUBECONFIG ?= $(KIND_DIR)/$(KIND_CLUSTER).kubeconfig
+KIND_TOOLS := hack/tools/kind
+KIND_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "sigs.k8s.io/kind") print $$(i+1)}' $(KIND_TOOLS)/kind/go.mod)
+KIND := $(KIND_DIR)/bin/kind-$(KIND_VERSION)
+# docker or podman; empty: docker when its engine answers, else podman.
+KIND_ENGINE ?=
+KIND_NODE_DIR := $(KNEST_CACHE)/node-image/kind/$(NODE_KUBE_VERSION)
+PROVIDERS_INSTALL := $(PROVIDERS_DIR)/install
 E2E_KIND_TIMEOUT ?= 180m
 # The suite's logs and timeline report, kept after the cluster is gone.
 E2E_KIND_STATE_DIR ?= $(KNEST_CACHE)/e2e/kind-last-run
@@ -15,19 +23,46 @@ E2E_KIND_STATE_DIR ?= $(KNEST_CACHE)/e2e/kind-last-run
 KEEP ?=
 
 # Written by up.sh: KUBECONFIG and what the e2e suite reads (KNEST_E2E_HOST_KUBECONFIG,
-# KNEST_E2E_NODE_IMAGE, KNEST_E2E_KERNEL_IMAGE; the images by digest).
-KIND_ENV_FILE ?= $(KNEST_CACHE)/kind/$(KIND_CLUSTER).env
-KIND_ENV := KNEST_CACHE=$(KNEST_CACHE) GO=$(GO) KIND_CLUSTER=$(KIND_CLUSTER) \
-	KIND_KUBECONFIG=$(KIND_KUBECONFIG) KIND_ENV_FILE=$(KIND_ENV_FILE) KIND_REGISTRY_PORT=$(KIND_REGISTRY_PORT) \
+# KNEST_E2E_NODE_IMAGE, KNEST_E2E_KERNEL_IMAGE).
+KIND_ENV_FILE ?= $(KIND_DIR)/$(KIND_CLUSTER).env
+KIND_ENV := KNEST_CACHE=$(KNEST_CACHE) GO=$(GO) KIND=$(KIND) KIND_ENGINE=$(KIND_ENGINE) KIND_CLUSTER=$(KIND_CLUSTER) \
+	KIND_KUBECONFIG=$(KIND_KUBECONFIG) KIND_ENV_FILE=$(KIND_ENV_FILE) \
 	KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) CAPI_VERSION=$(CAPI_VERSION) CAPK_VERSION=$(CAPK_VERSION) \
-	NODE_KUBE_VERSION=$(NODE_KUBE_VERSION) NODE_IMAGE_DIR=$(NODE_IMAGE_DIR)
+	NODE_KUBE_VERSION=$(NODE_KUBE_VERSION) NODE_IMAGE_DIR=$(NODE_IMAGE_DIR) KIND_NODE_DIR=$(KIND_NODE_DIR) \
+	KUBEVIRT_DIR=$(KUBEVIRT_DIR) PROVIDERS_DIR=$(PROVIDERS_DIR) PROVIDERS_INSTALL=$(PROVIDERS_INSTALL)
+
+.PHONY: kind-tools
+kind-tools: $(KIND) ## Build kind from its module; install podman and runc unless a Docker engine answers.
+	@if [ -z "$(KIND_ENGINE)" ] && docker info >/dev/null 2>&1; then echo "using docker"; \
+	elif [ "$(KIND_ENGINE)" != docker ]; then $(MAKE) -s kind-podman; fi
+
+.PHONY: kind-podman
+kind-podman:
+	$(call apt-ensure,podman:podman runc:runc)
+
+$(KIND):
+	@mkdir -p $(@D)
+	cd $(KIND_TOOLS)/kind && CGO_ENABLED=0 $(GO) build -trimpath -o $(abspath $@).tmp sigs.k8s.io/kind
+	mv $@.tmp $@
+
+.PHONY: kind-node-image
+kind-node-image: node-image-tools ## Build the kind node image (tenant node base + kind's node files), offline.
+	KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$(NODE_KUBE_VERSION) GO=$(GO) KNEST_KIND_NODE=true nice -n 10 images/build.sh
+
+# The Cluster API and CAPK install manifests, without cert-manager (hack/tools/kind/providers).
+$(PROVIDERS_INSTALL)/components.yaml: $(KIND_TOOLS)/providers/go.mod
+	rm -rf $(@D).tmp
+	cd $(KIND_TOOLS)/providers && $(GO) run . -out $(@D).tmp
+	rm -rf $(@D) && mv $(@D).tmp $(@D)
+
+KIND_PREREQS := kind-tools kind-node-image node-image kubevirt-images providers $(PROVIDERS_INSTALL)/components.yaml
 
 .PHONY: kind-up
-kind-up: node-image ## Create or update the kind host cluster: KubeVirt, CAPI + CAPK, knest, node image.
+kind-up: $(KIND_PREREQS) ## Create or update the kind host cluster: KubeVirt, CAPI + CAPK, knest, node images.
 	$(KIND_ENV) hack/kind/up.sh
 
 .PHONY: kind-down
-kind-down: ## Delete the kind host cluster and its registry.
+kind-down: $(KIND) ## Delete the kind host cluster.
 	$(KIND_ENV) hack/kind/down.sh
 
 .PHONY: kind-env
@@ -35,10 +70,10 @@ kind-env: ## Print the env vars for kubectl and the e2e suite against it (eval "
 	@cat $(KIND_ENV_FILE)
 
 .PHONY: e2e-kind
-e2e-kind: node-image ## Run the e2e suite against KubeVirt in kind (KEEP=1 keeps the cluster; KNEST_E2E_FULL=1).
+e2e-kind: $(KIND_PREREQS) ## Run the e2e suite against real KubeVirt in kind (KEEP=1 keeps the cluster; KNEST_E2E_FULL=1).
 	rm -rf $(E2E_KIND_STATE_DIR) && mkdir -p $(E2E_KIND_STATE_DIR)
 	$(if $(filter 1,$(KEEP)),,trap '$(KIND_ENV) hack/kind/down.sh' EXIT;) \
-	$(KIND_ENV) hack/kind/up.sh; \
+	$(KIND_ENV) hack/kind/up.sh 2>&1 | tee $(E2E_KIND_STATE_DIR)/up.log; \
 	source $(KIND_ENV_FILE); \
 	KNEST_E2E_STATE_DIR=$(E2E_KIND_STATE_DIR) KNEST_E2E_FULL=$(KNEST_E2E_FULL) \
 		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_KIND_TIMEOUT) $(GO_TEST_FLAGS) ./e2e/tenant/...

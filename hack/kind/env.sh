@@ -6,26 +6,47 @@ KNEST_CACHE=${KNEST_CACHE:-$HOME/.cache/knest}
 GO=${GO:-go}
 
 KIND_CLUSTER=${KIND_CLUSTER:-knest-e2e}
-# The kind v0.31.0 node image for Kubernetes v1.34.3 (digest from kind's release notes).
-KIND_IMAGE=${KIND_IMAGE:-kindest/node:v1.34.3@sha256:08497ee19eace7b4b5348db5c6a1591d7752b164530a36f855cb0f2bdcbadd48}
 KIND_KUBECONFIG=${KIND_KUBECONFIG:-$KNEST_CACHE/kind/$KIND_CLUSTER.kubeconfig}
-# A registry container on the kind network, published on localhost:PORT; the kind nodes
-# resolve localhost:PORT to it, so one image reference works on both sides.
-KIND_REGISTRY_NAME=${KIND_REGISTRY_NAME:-$KIND_CLUSTER-registry}
-KIND_REGISTRY_PORT=${KIND_REGISTRY_PORT:-5001}
+# kind, built from the module hack/tools/kind/kind pins (make kind-tools).
+KIND=${KIND:-$KNEST_CACHE/kind/bin/kind}
+# docker or podman; empty picks docker when its engine answers, else podman.
+KIND_ENGINE=${KIND_ENGINE:-}
 
 KUBEVIRT_VERSION=${KUBEVIRT_VERSION:-v1.7.0}
 CAPI_VERSION=${CAPI_VERSION:-v1.11.4}
 CAPK_VERSION=${CAPK_VERSION:-v0.11.2}
-CRANE_VERSION=${CRANE_VERSION:-v0.20.7}
 
-# The node image (make node-image) and where up.sh pushes it.
+# What make builds offline: the tenant node image (make node-image), the kind node
+# (make kind-node-image), KubeVirt's images and operator manifest (make
+# kubevirt-images), the provider managers (make providers) and their install manifests.
 NODE_KUBE_VERSION=${NODE_KUBE_VERSION:-v1.34.3}
 NODE_IMAGE_DIR=${NODE_IMAGE_DIR:-$KNEST_CACHE/node-image/out/$NODE_KUBE_VERSION}
-NODE_IMAGE_REF=${NODE_IMAGE_REF:-localhost:$KIND_REGISTRY_PORT/knest/node:$NODE_KUBE_VERSION}
-KERNEL_IMAGE_REF=${KERNEL_IMAGE_REF:-localhost:$KIND_REGISTRY_PORT/knest/node-kernel:$NODE_KUBE_VERSION}
+KIND_NODE_DIR=${KIND_NODE_DIR:-$KNEST_CACHE/node-image/kind/$NODE_KUBE_VERSION}
+KUBE_BIN_DIR=${KUBE_BIN_DIR:-$KNEST_CACHE/node-image/kube/$NODE_KUBE_VERSION}
+KUBEVIRT_DIR=${KUBEVIRT_DIR:-$KNEST_CACHE/kubevirt/$KUBEVIRT_VERSION}
+PROVIDERS_DIR=${PROVIDERS_DIR:-$KNEST_CACHE/providers/capi-$CAPI_VERSION-capk-$CAPK_VERSION}
+PROVIDERS_INSTALL=${PROVIDERS_INSTALL:-$PROVIDERS_DIR/install}
+# The tenant nodes' images as the host's containerd names them once loaded.
+NODE_IMAGE_REF=${NODE_IMAGE_REF:-docker.io/knest/node:$NODE_KUBE_VERSION}
+KERNEL_IMAGE_REF=${KERNEL_IMAGE_REF:-docker.io/knest/node-kernel:$NODE_KUBE_VERSION}
 
 # What up.sh writes last for the e2e suite and kubectl: KUBECONFIG,
-# KNEST_E2E_HOST_KUBECONFIG and the node images by digest (KNEST_E2E_NODE_IMAGE,
-# KNEST_E2E_KERNEL_IMAGE), so a rebuilt image is never taken for a cached one.
+# KNEST_E2E_HOST_KUBECONFIG, KNEST_E2E_NODE_IMAGE, KNEST_E2E_KERNEL_IMAGE.
 KIND_ENV_FILE=${KIND_ENV_FILE:-$KNEST_CACHE/kind/$KIND_CLUSTER.env}
+
+# The container engine kind drives. podman needs two settings on hosts like the
+# build machines (no CAP_SYS_RESOURCE, crun refusing a hybrid cgroup layout); they go
+# in a containers.conf of our own, not /etc.
+kind_engine() {
+  if [[ -z $KIND_ENGINE ]]; then
+    if command -v docker >/dev/null && docker info >/dev/null 2>&1; then KIND_ENGINE=docker; else KIND_ENGINE=podman; fi
+  fi
+  if [[ $KIND_ENGINE == podman ]]; then
+    export KIND_EXPERIMENTAL_PROVIDER=podman
+    export CONTAINERS_CONF=${CONTAINERS_CONF:-$KNEST_CACHE/kind/containers.conf}
+    if [[ ! -f $CONTAINERS_CONF ]]; then
+      mkdir -p "$(dirname "$CONTAINERS_CONF")"
+      printf '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n' >"$CONTAINERS_CONF"
+    fi
+  fi
+}

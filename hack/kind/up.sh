@@ -1,143 +1,140 @@
 #!/usr/bin/env bash
-# Brings up the host cluster for `make e2e-kind` (docs/e2e.md): a kind cluster with
-# KubeVirt, Cluster API + CAPK installed by clusterctl, the knest controller, and the
-# node image in a local registry the kind nodes pull from. Running it again on an
-# existing cluster updates it. Needs docker, kind, kubectl, go, internet and the
-# output of `make node-image`. Settings: hack/kind/env.sh.
+# Brings up the host cluster for `make e2e-kind` (docs/e2e.md), offline: a kind
+# cluster (podman or Docker) from the kind node image built here, KubeVirt from images
+# built from its module, Cluster API + CAPK managers as Deployments, knest's controller
+# by `kubectl apply -k config/default`, and the tenant node images loaded into the
+# node's containerd. Nothing is pulled from a registry. Running it again on an existing
+# cluster updates it. Settings: hack/kind/env.sh; what it needs: hack/kind.mk.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-step() { printf '\n== %s\n' "$*"; }
+start=$SECONDS
+step() { printf '\n== [%4ds] %s\n' $((SECONDS - start)) "$*"; }
 die() { echo "up.sh: $*" >&2; exit 1; }
-crane() { "$GO" run "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION" "$@"; }
-clusterctl() {
-  CLUSTERCTL_DISABLE_VERSIONCHECK=true "$GO" run -ldflags "-X sigs.k8s.io/cluster-api/version.gitVersion=$CAPI_VERSION" \
-    "sigs.k8s.io/cluster-api/cmd/clusterctl@$CAPI_VERSION" "$@"
-}
+kubectl() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" "$@"; }
 
-for tool in docker kind kubectl "$GO"; do
-  command -v "$tool" >/dev/null || die "$tool not found"
+kind_engine
+for f in "$KIND" "$KUBE_BIN_DIR/kubectl" "$KIND_NODE_DIR/kind-node.tar" "$NODE_IMAGE_DIR/node-containerdisk.tar" \
+  "$NODE_IMAGE_DIR/node-kernel.tar" "$KUBEVIRT_DIR/images/kubevirt-images.tar" \
+  "$KUBEVIRT_DIR/install/kubevirt-operator.yaml" "$PROVIDERS_INSTALL/components.yaml"; do
+  [[ -e $f ]] || die "$f missing: run make e2e-kind (or the target that builds it, see hack/kind.mk)"
 done
-for f in node-containerdisk.tar node-kernel.tar; do
-  [[ -f $NODE_IMAGE_DIR/$f ]] || die "$NODE_IMAGE_DIR/$f missing: run make node-image"
-done
-# Where a kernel does not boot under KVM (no /dev/kvm, or one that does not work),
-# KubeVirt runs the VMs under qemu's software emulation (slow).
-emulation=true
-if [[ $(images/scripts/kvm-probe.sh "$NODE_IMAGE_DIR/vmlinuz") == kvm ]]; then emulation=false; fi
+command -v "$KIND_ENGINE" >/dev/null || die "$KIND_ENGINE not found (make kind-tools installs podman)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$(dirname "$KIND_KUBECONFIG")"
-export KUBECONFIG=$KIND_KUBECONFIG
 
-step "registry $KIND_REGISTRY_NAME on localhost:$KIND_REGISTRY_PORT"
-if ! docker inspect "$KIND_REGISTRY_NAME" >/dev/null 2>&1; then
-  docker run -d --restart=always -p "127.0.0.1:$KIND_REGISTRY_PORT:5000" --network bridge \
-    --name "$KIND_REGISTRY_NAME" registry:2
+# KubeVirt uses KVM only where a kernel boots under it; /dev/kvm existing is not enough.
+accel=$(images/scripts/kvm-probe.sh "$NODE_IMAGE_DIR/vmlinuz")
+emulation=true
+if [[ $accel == kvm ]]; then emulation=false; fi
+step "engine $KIND_ENGINE; VMs under $accel (KubeVirt useEmulation: $emulation)"
+
+# The node image, named by its build (the directory name carries the inputs' hash),
+# so a rebuilt one is imported again and an unchanged one is not.
+kind_image=knest.local/kind-node:$(basename "$(readlink -f "$KIND_NODE_DIR")")
+step "kind node image $kind_image"
+if ! "$KIND_ENGINE" image inspect "$kind_image" >/dev/null 2>&1; then
+  "$KIND_ENGINE" import --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' \
+    --change 'STOPSIGNAL SIGRTMIN+3' --change 'ENV container=docker' "$KIND_NODE_DIR/kind-node.tar" "$kind_image"
 fi
-docker start "$KIND_REGISTRY_NAME" >/dev/null
 
-step "kind cluster $KIND_CLUSTER ($KIND_IMAGE)"
-if ! grep -qx "$KIND_CLUSTER" <<<"$(kind get clusters)"; then
+step "kind cluster $KIND_CLUSTER"
+# kind bind-mounts the host's /lib/modules into the node; some hosts have none.
+[[ -d /lib/modules ]] || mkdir -p /lib/modules
+if ! grep -qx "$KIND_CLUSTER" <<<"$("$KIND" get clusters 2>/dev/null)"; then
   kvm_mount=""
-  if ! $emulation; then
-    kvm_mount=$'  extraMounts:\n  - {hostPath: /dev/kvm, containerPath: /dev/kvm}'
-  fi
-  kind create cluster --name "$KIND_CLUSTER" --image "$KIND_IMAGE" --kubeconfig "$KIND_KUBECONFIG" \
+  if ! $emulation; then kvm_mount=$'  extraMounts:\n  - {hostPath: /dev/kvm, containerPath: /dev/kvm}'; fi
+  # One node: its pod network is the static ptp range of images/kind.
+  "$KIND" create cluster --name "$KIND_CLUSTER" --image "$kind_image" --kubeconfig "$KIND_KUBECONFIG" \
     --wait 5m --config - <<EOF
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
-containerdConfigPatches:
-- |-
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = "/etc/containerd/certs.d"
+networking:
+  podSubnet: 10.244.0.0/16
 nodes:
 - role: control-plane
 $kvm_mount
 EOF
 fi
-kind get kubeconfig --name "$KIND_CLUSTER" >"$KIND_KUBECONFIG"
+"$KIND" get kubeconfig --name "$KIND_CLUSTER" >"$KIND_KUBECONFIG"
+mapfile -t nodes < <("$KIND" get nodes --name "$KIND_CLUSTER")
 
-# kind's local registry recipe: the nodes' containerd sends localhost:PORT to the
-# registry container, which joins the kind network.
-mapfile -t nodes < <(kind get nodes --name "$KIND_CLUSTER")
-for node in "${nodes[@]}"; do
-  dir=/etc/containerd/certs.d/localhost:$KIND_REGISTRY_PORT
-  docker exec "$node" mkdir -p "$dir"
-  printf '[host."http://%s:5000"]\n' "$KIND_REGISTRY_NAME" | docker exec -i "$node" cp /dev/stdin "$dir/hosts.toml"
-done
-if [[ $(docker inspect -f '{{json .NetworkSettings.Networks.kind}}' "$KIND_REGISTRY_NAME") == null ]]; then
-  docker network connect kind "$KIND_REGISTRY_NAME"
-fi
-kubectl apply -f - <<EOF
-apiVersion: v1
-kind: ConfigMap
-metadata: {name: local-registry-hosting, namespace: kube-public}
-data:
-  localRegistryHosting.v1: |
-    host: "localhost:$KIND_REGISTRY_PORT"
-    help: "https://kind.sigs.k8s.io/docs/user/local-registry/"
-EOF
-
-step "node image $NODE_IMAGE_DIR -> $NODE_IMAGE_REF, $KERNEL_IMAGE_REF"
-# The archives are OCI layouts in a tar with one image each; crane pushes a layout
-# directory and prints the pushed reference by digest.
-push() { # archive, reference
-  local layout=$tmp/${1%.tar}
-  mkdir -p "$layout"
-  tar -xf "$NODE_IMAGE_DIR/$1" -C "$layout"
-  crane push "$layout" "$2"
+step "images: Cluster API, CAPK and knest managers"
+# knest's image is tagged by its binary's digest, so a rebuilt controller rolls out.
+CGO_ENABLED=0 "$GO" build -trimpath -ldflags '-s -w' -o "$tmp/knest" ./cmd/knest
+knest_tag=dev-$(sha256sum "$tmp/knest" | cut -c1-12)
+manager() { # ref, binary
+  printf '{"ref": "%s", "layers": [{"files": [{"src": "%s", "dst": "/manager", "mode": "0755"}]}], "entrypoint": ["/manager"], "user": "65532:65532"},\n' "$1" "$2"
 }
-node_image=$(push node-containerdisk.tar "$NODE_IMAGE_REF")
-kernel_image=$(push node-kernel.tar "$KERNEL_IMAGE_REF")
+{
+  echo '{"images": ['
+  manager "knest.local/cluster-api-controller:$CAPI_VERSION" "$PROVIDERS_DIR/cluster-api-manager"
+  manager "knest.local/kubeadm-bootstrap-controller:$CAPI_VERSION" "$PROVIDERS_DIR/kubeadm-bootstrap-manager"
+  manager "knest.local/kubeadm-control-plane-controller:$CAPI_VERSION" "$PROVIDERS_DIR/kubeadm-control-plane-manager"
+  manager "knest.local/capk-manager:$CAPK_VERSION" "$PROVIDERS_DIR/capk-manager"
+  # What the Dockerfile builds: /knest as uid 65532 (config/manager checks runAsNonRoot).
+  printf '{"ref": "knest.local/knest:%s", "layers": [{"files": [{"src": "%s", "dst": "/knest", "mode": "0755"}]}], "entrypoint": ["/knest"], "user": "65532:65532"}\n' "$knest_tag" "$tmp/knest"
+  echo ']}'
+} >"$tmp/components.json"
+(cd images/tools && "$GO" run ./cmd/ociimage containers -spec "$tmp/components.json" -out "$tmp/components.tar")
+
+step "loading images into the node (tenant node image, KubeVirt, managers)"
+for archive in "$NODE_IMAGE_DIR/node-containerdisk.tar" "$NODE_IMAGE_DIR/node-kernel.tar" \
+  "$KUBEVIRT_DIR/images/kubevirt-images.tar" "$tmp/components.tar"; do
+  "$KIND" load image-archive "$archive" --name "$KIND_CLUSTER"
+done
+# An OCI archive names Docker Hub images index.docker.io/...; the CRI looks them up
+# as docker.io/... .
+for node in "${nodes[@]}"; do
+  "$KIND_ENGINE" exec "$node" sh -c 'ctr -n k8s.io images ls -q | grep "^index\.docker\.io/" |
+    while read -r ref; do ctr -n k8s.io images tag --force "$ref" "docker.io/${ref#index.docker.io/}" >/dev/null; done'
+done
 
 step "KubeVirt $KUBEVIRT_VERSION (useEmulation: $emulation)"
-kubectl apply -f "https://github.com/kubevirt/kubevirt/releases/download/$KUBEVIRT_VERSION/kubevirt-operator.yaml"
+kubectl apply --server-side -f "$KUBEVIRT_DIR/install/kubevirt-operator.yaml"
 kubectl wait --for=condition=Established crd/kubevirts.kubevirt.io --timeout=2m
 kubectl -n kubevirt rollout status deploy/virt-operator --timeout=10m
-kubectl apply -f - <<EOF
+kubectl apply --server-side -f - <<EOF
 apiVersion: kubevirt.io/v1
 kind: KubeVirt
 metadata: {name: kubevirt, namespace: kubevirt}
 spec:
+  imagePullPolicy: IfNotPresent
   configuration:
     developerConfiguration:
       useEmulation: $emulation
 EOF
-kubectl -n kubevirt wait kubevirt/kubevirt --for=condition=Available --timeout=20m
 
-step "Cluster API $CAPI_VERSION, CAPK $CAPK_VERSION (clusterctl also installs cert-manager)"
-if [[ $(kubectl get providers.clusterctl.cluster.x-k8s.io -A -o name 2>/dev/null || true) == *infrastructure-kubevirt* ]]; then
-  echo "already installed"
-else
-  clusterctl init --kubeconfig "$KIND_KUBECONFIG" \
-    --core "cluster-api:$CAPI_VERSION" --bootstrap "kubeadm:$CAPI_VERSION" \
-    --control-plane "kubeadm:$CAPI_VERSION" --infrastructure "kubevirt:$CAPK_VERSION" \
-    --wait-providers --wait-provider-timeout 900
-fi
+step "Cluster API $CAPI_VERSION, CAPK $CAPK_VERSION"
+# CRDs first, so the objects of their kinds in the same file are known.
+kubectl apply --server-side --force-conflicts -f "$PROVIDERS_INSTALL/components.yaml"
+for ns_deploy in capi-system/capi-controller-manager capi-kubeadm-bootstrap-system/capi-kubeadm-bootstrap-controller-manager \
+  capi-kubeadm-control-plane-system/capi-kubeadm-control-plane-controller-manager capk-system/capk-controller-manager; do
+  kubectl -n "${ns_deploy%/*}" rollout status "deploy/${ns_deploy#*/}" --timeout=10m
+done
 
-step "knest controller"
-docker build --build-arg "GO_VERSION=$(awk '$1 == "go" {print $2}' go.mod)" -t knest:dev .
-# A tag per build, so a rebuilt image rolls the Deployment.
-tag=e2e-$(docker image inspect -f '{{.Id}}' knest:dev | cut -c8-19)
-docker tag knest:dev "knest:$tag"
-kind load docker-image "knest:$tag" --name "$KIND_CLUSTER"
-# config/default with that tag, through an overlay in a copy of config/.
+step "knest controller: kubectl apply -k config/default (image knest.local/knest:$knest_tag)"
+# config/default with that image, through an overlay in a copy of config/.
 cp -R config "$tmp/config"
 mkdir -p "$tmp/config/kind"
 cat >"$tmp/config/kind/kustomization.yaml" <<EOF
 resources: [../default]
-images: [{name: knest, newTag: $tag}]
+images: [{name: knest, newName: knest.local/knest, newTag: $knest_tag}]
 EOF
 kubectl apply -k "$tmp/config/kind"
 kubectl -n knest-system rollout status deploy/knest-controller --timeout=5m
+
+step "waiting for KubeVirt to be available"
+kubectl -n kubevirt wait kubevirt/kubevirt --for=condition=Available --timeout=20m
 
 step "ready: source $KIND_ENV_FILE"
 tee "$KIND_ENV_FILE" <<EOF
 export KUBECONFIG=$KIND_KUBECONFIG
 export KNEST_E2E_HOST_KUBECONFIG=$KIND_KUBECONFIG
-export KNEST_E2E_NODE_IMAGE=$node_image
-export KNEST_E2E_KERNEL_IMAGE=$kernel_image
+export KNEST_E2E_NODE_IMAGE=$NODE_IMAGE_REF
+export KNEST_E2E_KERNEL_IMAGE=$KERNEL_IMAGE_REF
+export KNEST_E2E_ACCEL=$accel
 EOF
