@@ -90,6 +90,10 @@ func TestTenantCluster(t *testing.T) {
 	if !ok {
 		return // every later step needs the cluster
 	}
+	if s.local == nil {
+		// On a real host cluster its CNI enforces the isolation (locally: step 3).
+		t.Run("isolated from another namespace's pods", func(t *testing.T) { expectIsolatedFromHostPods(t, alpha) })
+	}
 
 	t.Run("scale up", func(t *testing.T) {
 		g := NewWithT(t)
