@@ -54,6 +54,8 @@ type Options struct {
 	NodeKernelRepository string
 	// BootstrapCheck is CAPK's virtualMachineBootstrapCheck strategy: ssh or none.
 	BootstrapCheck string
+	// CPUAllocationRatio is the host CPU overcommit of tenant VMs (vmtemplate.Input).
+	CPUAllocationRatio int
 }
 
 func (o Options) withDefaults() Options {
@@ -213,6 +215,8 @@ func (r renderer) machineTemplate(pool, base string, m knestv1.MachineSpec, gpus
 			Image:       r.image(m),
 			GPUs:        gpus,
 			HostDevices: hostDevices,
+
+			CPUAllocationRatio: r.opts.CPUAllocationRatio,
 		}),
 		BootstrapCheckSpec: capkv1.VirtualMachineBootstrapCheckSpec{CheckStrategy: r.opts.BootstrapCheck},
 	}}}

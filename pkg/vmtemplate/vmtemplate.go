@@ -31,6 +31,9 @@ type Input struct {
 	Image       string
 	GPUs        []knestv1.DeviceSpec
 	HostDevices []knestv1.DeviceSpec
+	// CPUAllocationRatio overcommits host CPU as KubeVirt's setting of that name does:
+	// a VM requests cores/ratio of a host core per vCPU. 0 or 1 requests whole cores.
+	CPUAllocationRatio int
 }
 
 // Build returns the VirtualMachine template for a KubevirtMachineTemplate.
@@ -49,10 +52,11 @@ func Build(in Input) capkv1.VirtualMachineTemplateSpec {
 		Domain: kubevirtv1.DomainSpec{
 			CPU:    &kubevirtv1.CPU{Cores: cores},
 			Memory: &kubevirtv1.Memory{Guest: &memory},
-			// Requests make the host scheduler account for the whole VM; without
-			// them KubeVirt requests a fraction of a core per vCPU.
+			// Requests make the host scheduler account for the whole VM (or the share
+			// the platform overcommits); without them KubeVirt requests a tenth of a
+			// core per vCPU whatever the platform wants.
 			Resources: kubevirtv1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU:    *resource.NewQuantity(int64(cores), resource.DecimalSI),
+				corev1.ResourceCPU:    cpuRequest(cores, in.CPUAllocationRatio),
 				corev1.ResourceMemory: memory,
 			}},
 			Devices: kubevirtv1.Devices{
@@ -170,3 +174,11 @@ func hostDevices(in []knestv1.DeviceSpec) []kubevirtv1.HostDevice {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// cpuRequest is cores/ratio host cores, in millicores (at least 1m).
+func cpuRequest(cores uint32, ratio int) resource.Quantity {
+	if ratio <= 1 {
+		return *resource.NewQuantity(int64(cores), resource.DecimalSI)
+	}
+	return *resource.NewMilliQuantity(max(int64(cores)*1000/int64(ratio), 1), resource.DecimalSI)
+}

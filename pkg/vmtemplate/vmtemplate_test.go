@@ -40,6 +40,15 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
+			name: "CPU overcommit requests a share of a host core per vCPU",
+			in:   Input{ClusterName: "demo", Pool: "workers", Image: "knest/node:v1.34.3", Machine: knestv1.MachineSpec{CPU: 2}, CPUAllocationRatio: 4},
+			check: func(g Gomega, vm kubevirtv1.VirtualMachineSpec) {
+				spec := vm.Template.Spec
+				g.Expect(spec.Domain.CPU.Cores).To(BeEquivalentTo(2), "the guest keeps its vCPUs")
+				g.Expect(spec.Domain.Resources.Requests.Cpu().String()).To(Equal("500m"))
+			},
+		},
+		{
 			name: "DataVolume root disk and kernel boot",
 			in: Input{ClusterName: "demo", Pool: "cp", Image: "reg/node:v1", Machine: knestv1.MachineSpec{
 				RootDisk:   knestv1.RootDiskSpec{Type: knestv1.RootDiskDataVolume, Size: resource.NewQuantity(10<<30, resource.BinarySI)},

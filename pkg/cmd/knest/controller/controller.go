@@ -44,6 +44,8 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fl.StringVar(&f.Render.NodeKernelRepository, "node-kernel-repository", knestv1.DefaultNodeKernelRepository,
 		"Repository of the kernel-boot images that go with the node images (knest's node disk has no bootloader); "+cluster.NoKernelBoot+" if your node images boot by themselves")
 	fl.StringVar(&f.Render.BootstrapCheck, "bootstrap-check", cluster.BootstrapCheckSSH, "CAPK bootstrap check: ssh (CAPK logs into the VM to confirm kubeadm finished) or none")
+	fl.IntVar(&f.Render.CPUAllocationRatio, "cpu-allocation-ratio", 1,
+		"Host CPU overcommit of tenant VMs, as KubeVirt's cpuAllocationRatio: each vCPU requests 1/N of a host core (1: whole cores)")
 	fl.IntVar(&f.Concurrency, "concurrency", 10, "NestedClusters reconciled in parallel")
 	fl.StringVar(&f.MetricsAddr, "metrics-bind-address", ":8443", "Address of the HTTPS metrics endpoint (callers need RBAC get on /metrics); 0 disables it")
 	fl.StringVar(&f.HealthAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them")
@@ -60,6 +62,9 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 func runE(cmd *cobra.Command, logger logr.Logger, f *flags) error {
 	if f.Render.BootstrapCheck != cluster.BootstrapCheckSSH && f.Render.BootstrapCheck != cluster.BootstrapCheckNone {
 		return fmt.Errorf("--bootstrap-check must be ssh or none, not %q", f.Render.BootstrapCheck)
+	}
+	if f.Render.CPUAllocationRatio < 1 {
+		return fmt.Errorf("--cpu-allocation-ratio must be 1 or more, not %d", f.Render.CPUAllocationRatio)
 	}
 	logger, err := newLogger(f.logFormat, logger, cmd.ErrOrStderr())
 	if err != nil {

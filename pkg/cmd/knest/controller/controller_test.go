@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/klog/v2"
 )
 
@@ -32,4 +33,18 @@ func TestJSONLogsCarryKlogToo(t *testing.T) {
 
 	_, err = newLogger("xml", logr.Discard(), &buf)
 	g.Expect(err).To(MatchError(`--log-format "xml": use text or json`))
+}
+
+func TestBadFlagsStopBeforeTheCluster(t *testing.T) {
+	for args, want := range map[string]string{
+		"--bootstrap-check=maybe":  `--bootstrap-check must be ssh or none, not "maybe"`,
+		"--cpu-allocation-ratio=0": "--cpu-allocation-ratio must be 1 or more, not 0",
+	} {
+		t.Run(args, func(t *testing.T) {
+			g := NewWithT(t)
+			cmd := NewCommand(logr.Discard(), genericiooptions.NewTestIOStreamsDiscard())
+			cmd.SetArgs([]string{args})
+			g.Expect(cmd.Execute()).To(MatchError(want))
+		})
+	}
 }
