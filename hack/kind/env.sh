@@ -26,6 +26,9 @@ KUBE_BIN_DIR=${KUBE_BIN_DIR:-$KNEST_CACHE/node-image/kube/$NODE_KUBE_VERSION}
 KUBEVIRT_DIR=${KUBEVIRT_DIR:-$KNEST_CACHE/kubevirt/$KUBEVIRT_VERSION}
 PROVIDERS_DIR=${PROVIDERS_DIR:-$KNEST_CACHE/providers/capi-$CAPI_VERSION-capk-$CAPK_VERSION}
 PROVIDERS_INSTALL=${PROVIDERS_INSTALL:-$PROVIDERS_DIR/install}
+# Host CPU overcommit of tenant VMs (knest controller --cpu-allocation-ratio): a
+# control plane of 2 vCPUs and two workers of 1 do not fit a 2-core host otherwise.
+KNEST_CPU_ALLOCATION_RATIO=${KNEST_CPU_ALLOCATION_RATIO:-4}
 # The tenant nodes' images as the host's containerd names them once loaded.
 NODE_IMAGE_REF=${NODE_IMAGE_REF:-docker.io/knest/node:$NODE_KUBE_VERSION}
 KERNEL_IMAGE_REF=${KERNEL_IMAGE_REF:-docker.io/knest/node-kernel:$NODE_KUBE_VERSION}

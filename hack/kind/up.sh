@@ -116,13 +116,17 @@ for ns_deploy in capi-system/capi-controller-manager capi-kubeadm-bootstrap-syst
   kubectl -n "${ns_deploy%/*}" rollout status "deploy/${ns_deploy#*/}" --timeout=10m
 done
 
-step "knest controller: kubectl apply -k config/default (image knest.local/knest:$knest_tag)"
+step "knest controller: kubectl apply -k config/default (knest.local/knest:$knest_tag, --cpu-allocation-ratio=$KNEST_CPU_ALLOCATION_RATIO)"
 # config/default with that image, through an overlay in a copy of config/.
 cp -R config "$tmp/config"
 mkdir -p "$tmp/config/kind"
 cat >"$tmp/config/kind/kustomization.yaml" <<EOF
 resources: [../default]
 images: [{name: knest, newName: knest.local/knest, newTag: $knest_tag}]
+patches:
+- target: {kind: Deployment, name: knest-controller}
+  patch: |-
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --cpu-allocation-ratio=$KNEST_CPU_ALLOCATION_RATIO}
 EOF
 kubectl apply -k "$tmp/config/kind"
 kubectl -n knest-system rollout status deploy/knest-controller --timeout=5m
