@@ -50,12 +50,19 @@ kind-node-image: node-image-tools ## Build the kind node image (tenant node base
 	KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$(NODE_KUBE_VERSION) GO=$(GO) KNEST_KIND_NODE=true nice -n 10 images/build.sh
 
 # The Cluster API and CAPK install manifests, without cert-manager (hack/tools/kind/providers).
-$(PROVIDERS_INSTALL)/components.yaml: $(KIND_TOOLS)/providers/go.mod
+$(PROVIDERS_INSTALL)/components.yaml: $(KIND_TOOLS)/providers/go.mod $(wildcard $(KIND_TOOLS)/providers/*.go)
 	rm -rf $(@D).tmp
 	cd $(KIND_TOOLS)/providers && $(GO) run . -out $(@D).tmp
 	rm -rf $(@D) && mv $(@D).tmp $(@D)
 
-KIND_PREREQS := kind-tools kind-node-image node-image kubevirt-images providers $(PROVIDERS_INSTALL)/components.yaml
+# Its tests apply the output to a real API server with a real kubectl (the test bed's).
+.PHONY: kind-providers-test
+kind-providers-test: testbin node-image
+	cd $(KIND_TOOLS)/providers && KNEST_TESTBIN=$(abspath $(TESTBIN_DIR)) KUBECTL=$(KNEST_CACHE)/node-image/kube/$(NODE_KUBE_VERSION)/kubectl \
+		$(GO) test -count=1 .
+
+KIND_PREREQS := kind-tools kind-node-image node-image kubevirt-images providers kind-providers-test \
+	$(PROVIDERS_INSTALL)/components.yaml
 
 .PHONY: kind-up
 kind-up: $(KIND_PREREQS) ## Create or update the kind host cluster: KubeVirt, CAPI + CAPK, knest, node images.

@@ -111,6 +111,9 @@ EOF
 step "Cluster API $CAPI_VERSION, CAPK $CAPK_VERSION"
 # CRDs first, so the objects of their kinds in the same file are known.
 kubectl apply --server-side --force-conflicts -f "$PROVIDERS_INSTALL/components.yaml"
+# clusterctl's inventory, so clusterctl (describe, move, upgrade) knows the providers.
+kubectl wait --for=condition=Established crd/providers.clusterctl.cluster.x-k8s.io --timeout=2m
+kubectl apply --server-side --force-conflicts -f "$PROVIDERS_INSTALL/inventory.yaml"
 for ns_deploy in capi-system/capi-controller-manager capi-kubeadm-bootstrap-system/capi-kubeadm-bootstrap-controller-manager \
   capi-kubeadm-control-plane-system/capi-kubeadm-control-plane-controller-manager capk-system/capk-controller-manager; do
   kubectl -n "${ns_deploy%/*}" rollout status "deploy/${ns_deploy#*/}" --timeout=10m
