@@ -18,7 +18,7 @@ kubectl() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" "$@"; }
 kind_engine
 for f in "$KIND" "$KUBE_BIN_DIR/kubectl" "$KIND_NODE_DIR/kind-node.tar" "$NODE_IMAGE_DIR/node-containerdisk.tar" \
   "$NODE_IMAGE_DIR/node-kernel.tar" "$KUBEVIRT_DIR/images/kubevirt-images.tar" \
-  "$KUBEVIRT_DIR/install/kubevirt-operator.yaml" "$PROVIDERS_INSTALL/components.yaml"; do
+  "$KUBEVIRT_DIR/images/kubevirt-operator.yaml" "$PROVIDERS_INSTALL/components.yaml"; do
   [[ -e $f ]] || die "$f missing: run make e2e-kind (or the target that builds it, see hack/kind.mk)"
 done
 command -v "$KIND_ENGINE" >/dev/null || die "$KIND_ENGINE not found (make kind-tools installs podman)"
@@ -94,7 +94,7 @@ for node in "${nodes[@]}"; do
 done
 
 step "KubeVirt $KUBEVIRT_VERSION (useEmulation: $emulation)"
-kubectl apply --server-side -f "$KUBEVIRT_DIR/install/kubevirt-operator.yaml"
+kubectl apply --server-side -f "$KUBEVIRT_DIR/images/kubevirt-operator.yaml"
 kubectl wait --for=condition=Established crd/kubevirts.kubevirt.io --timeout=2m
 kubectl -n kubevirt rollout status deploy/virt-operator --timeout=10m
 kubectl apply --server-side -f - <<EOF

@@ -162,3 +162,11 @@ func configure(img v1.Image, cfg v1.Config) (v1.Image, error) {
 	cf.Config = cfg
 	return mutate.ConfigFile(img, cf)
 }
+
+// tarballLayer is the tar file at path as an OCI layer.
+func tarballLayer(path string) (v1.Layer, error) {
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("missing layer input: %w", err)
+	}
+	return tarball.LayerFromFile(path, tarball.WithCompressionLevel(gzip.BestSpeed), tarball.WithMediaType(types.OCILayer))
+}

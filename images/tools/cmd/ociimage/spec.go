@@ -30,6 +30,10 @@ type imageSpec struct {
 type layerSpec struct {
 	Files []fileSpec `json:"files,omitempty"`
 	Trees []treeSpec `json:"trees,omitempty"`
+	// Tarball is a tar file taken as the layer as it is (owners, setuid bits and
+	// extended attributes kept), e.g. a Debian root filesystem from mmdebstrap. A
+	// layer is either a tarball or files and trees.
+	Tarball string `json:"tarball,omitempty"`
 }
 
 type fileSpec struct {
@@ -77,6 +81,17 @@ func (s *spec) build() ([]namedImage, error) {
 func (is imageSpec) build() (v1.Image, error) {
 	var layers []v1.Layer
 	for _, ls := range is.Layers {
+		if ls.Tarball != "" {
+			if len(ls.Files) > 0 || len(ls.Trees) > 0 {
+				return nil, fmt.Errorf("layer %s: a tarball layer has no files or trees", ls.Tarball)
+			}
+			l, err := tarballLayer(ls.Tarball)
+			if err != nil {
+				return nil, err
+			}
+			layers = append(layers, l)
+			continue
+		}
 		var entries []entry
 		for _, f := range ls.Files {
 			var mode int64 = -1
