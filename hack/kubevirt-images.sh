@@ -28,7 +28,7 @@ GO=${GO:-go}
 prefix=${KUBEVIRT_IMAGE_PREFIX:-knest.local/kubevirt}
 suite=trixie
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-packages=libvirt-daemon-driver-qemu,libvirt-daemon-log,libvirt-clients,qemu-system-x86,qemu-utils,xorriso,seabios,ipxe-qemu,qemu-system-data,procps,iproute2,nftables,iptables,util-linux,ca-certificates,findutils
+packages=libvirt-daemon,libvirt-daemon-driver-qemu,libvirt-daemon-log,libvirt-clients,qemu-system-x86,qemu-utils,xorriso,seabios,ipxe-qemu,qemu-system-data,procps,iproute2,nftables,iptables,util-linux,ca-certificates,findutils
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 tools=$here/hack/tools/kubevirt
@@ -66,10 +66,28 @@ tar -xOf "$userland/rootfs.tar" ./etc/passwd >"$f/passwd"
 tar -xOf "$userland/rootfs.tar" ./etc/group >"$f/group"
 printf 'qemu:x:107:107:qemu user:/home/qemu:/bin/bash\nnonroot-user:x:1001:1001::/home/nonroot-user:/bin/bash\n' >>"$f/passwd"
 printf 'qemu:x:107:\nnonroot-user:x:1001:\n' >>"$f/group"
-# The static images (operator, api, controller) get only these users.
-printf 'root:x:0:0:root:/root:/bin/sh\nnonroot-user:x:1001:1001::/home/nonroot-user:/bin/sh\n' >"$f/passwd-static"
-printf 'root:x:0:\nnonroot-user:x:1001:\n' >"$f/group-static"
 echo "$version" >"$f/.version"
+# Debian builds libvirt's monolithic daemon only (libvirtd, no virtqemud). KubeVirt
+# starts /usr/sbin/virtqemud and, as non-root, connects to
+# $XDG_RUNTIME_DIR/libvirt/virtqemud-sock; libvirtd serves the same QEMU driver with
+# the same options on libvirt-sock beside it (as root, qemu:///system finds that
+# socket itself).
+cat >"$f/virtqemud" <<'SH'
+#!/bin/sh
+dir=${XDG_RUNTIME_DIR:-/var/run}/libvirt
+[ "$(id -u)" = 0 ] && dir=/var/run/libvirt
+mkdir -p "$dir" && ln -sfn libvirt-sock "$dir/virtqemud-sock"
+exec /usr/sbin/libvirtd "$@"
+SH
+# The static images (operator, api, controller): these users, /.version and a /tmp
+# (sticky, which a files layer cannot express, so a tarball).
+s=$tmp/static
+mkdir -p "$s/etc" "$s/tmp"
+chmod 1777 "$s/tmp"
+printf 'root:x:0:0:root:/root:/bin/sh\nnonroot-user:x:1001:1001::/home/nonroot-user:/bin/sh\n' >"$s/etc/passwd"
+printf 'root:x:0:\nnonroot-user:x:1001:\n' >"$s/etc/group"
+cp "$f/.version" "$s/.version"
+tar --owner=0 --group=0 --numeric-owner --mtime=@0 --sort=name -cf "$f/static.tar" -C "$s" .
 
 img() { # name, user, entrypoint, layers...
 	local name=$1 user=$2 entry=$3
@@ -78,14 +96,14 @@ img() { # name, user, entrypoint, layers...
 	printf '{"ref": "%s/%s:%s", "user": "%s", "entrypoint": ["%s"], "layers": [%s]}' "$prefix" "$name" "$version" "$user" "$entry" "$*"
 }
 file() { printf '{"src": "%s", "dst": "%s", "mode": "%s"}' "$1" "$2" "${3:-0755}"; }
-static_base=$(printf '{"files": [%s, %s, %s]}' "$(file "$f/passwd-static" /etc/passwd 0644)" "$(file "$f/group-static" /etc/group 0644)" "$(file "$f/.version" /.version 0644)")
+static_base=$(printf '{"tarball": "%s"}' "$f/static.tar")
 userland_layer=$(printf '{"tarball": "%s"}' "$userland/rootfs.tar")
 users_layer=$(printf '{"files": [%s, %s, %s, %s]}' "$(file "$f/passwd" /etc/passwd 0644)" "$(file "$f/group" /etc/group 0644)" \
 	"$(file "$mod/cmd/virt-launcher/nsswitch.conf" /etc/nsswitch.conf 0644)" "$(file "$f/.version" /.version 0644)")
 launcher_files=""
 for b in virt-launcher virt-launcher-monitor virt-probe virt-tail virt-freezer; do launcher_files+="$(file "$bin/$b" "/usr/bin/$b"), "; done
-launcher_layer=$(printf '{"files": [%s%s, %s, %s, %s, %s]}' "$launcher_files" \
-	"$(file "$tmp/container-disk" /usr/bin/container-disk)" \
+launcher_layer=$(printf '{"files": [%s%s, %s, %s, %s, %s, %s]}' "$launcher_files" \
+	"$(file "$tmp/container-disk" /usr/bin/container-disk)" "$(file "$f/virtqemud" /usr/sbin/virtqemud)" \
 	"$(file "$mod/cmd/virt-launcher/node-labeller/node-labeller.sh" /usr/bin/node-labeller.sh)" \
 	"$(file "$mod/cmd/virt-launcher/qemu.conf" /etc/libvirt/qemu.conf 0644)" \
 	"$(file "$mod/cmd/virt-launcher/virtqemud.conf" /etc/libvirt/virtqemud.conf 0644)" \
