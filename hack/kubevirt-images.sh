@@ -17,8 +17,8 @@
 #     its manifest-templator, pointing virt-operator at those images.
 #
 # What KubeVirt's images have and these do not: the file capability
-# cap_net_bind_service on virt-launcher-monitor and qemu (only passt's binding, which
-# knest does not use, binds low ports as the non-root qemu user), and SELinux policy.
+# cap_net_bind_service on qemu (only passt's binding, which knest does not use, binds
+# low ports as the non-root qemu user), and SELinux policy.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -100,14 +100,20 @@ static_base=$(printf '{"tarball": "%s"}' "$f/static.tar")
 userland_layer=$(printf '{"tarball": "%s"}' "$userland/rootfs.tar")
 users_layer=$(printf '{"files": [%s, %s, %s, %s]}' "$(file "$f/passwd" /etc/passwd 0644)" "$(file "$f/group" /etc/group 0644)" \
 	"$(file "$mod/cmd/virt-launcher/nsswitch.conf" /etc/nsswitch.conf 0644)" "$(file "$f/.version" /.version 0644)")
-launcher_files=""
-for b in virt-launcher virt-launcher-monitor virt-probe virt-tail virt-freezer; do launcher_files+="$(file "$bin/$b" "/usr/bin/$b"), "; done
-launcher_layer=$(printf '{"files": [%s%s, %s, %s, %s, %s, %s]}' "$launcher_files" \
-	"$(file "$tmp/container-disk" /usr/bin/container-disk)" "$(file "$f/virtqemud" /usr/sbin/virtqemud)" \
-	"$(file "$mod/cmd/virt-launcher/node-labeller/node-labeller.sh" /usr/bin/node-labeller.sh)" \
-	"$(file "$mod/cmd/virt-launcher/qemu.conf" /etc/libvirt/qemu.conf 0644)" \
-	"$(file "$mod/cmd/virt-launcher/virtqemud.conf" /etc/libvirt/virtqemud.conf 0644)" \
-	"$(file "$mod/cmd/virt-launcher/qemu" /etc/libvirt/hooks/qemu)")
+# virt-launcher-monitor starts virt-launcher with CAP_NET_BIND_SERVICE as an ambient
+# capability, which the kernel refuses (EPERM) unless the monitor's file has it: the
+# file capability KubeVirt's image sets, kept as an xattr in a tarball layer.
+l=$tmp/launcher
+mkdir -p "$l/usr/bin" "$l/usr/sbin" "$l/etc/libvirt/hooks"
+for b in virt-launcher virt-launcher-monitor virt-probe virt-tail virt-freezer; do install -m 0755 "$bin/$b" "$l/usr/bin/"; done
+install -m 0755 "$tmp/container-disk" "$mod/cmd/virt-launcher/node-labeller/node-labeller.sh" "$l/usr/bin/"
+install -m 0755 "$f/virtqemud" "$l/usr/sbin/virtqemud"
+install -m 0644 "$mod/cmd/virt-launcher/qemu.conf" "$mod/cmd/virt-launcher/virtqemud.conf" "$l/etc/libvirt/"
+install -m 0755 "$mod/cmd/virt-launcher/qemu" "$l/etc/libvirt/hooks/qemu"
+setcap cap_net_bind_service=+ep "$l/usr/bin/virt-launcher-monitor"
+tar --xattrs --xattrs-include='security.capability' --owner=0 --group=0 --numeric-owner --mtime=@0 --sort=name \
+	-cf "$f/launcher.tar" -C "$l" .
+launcher_layer=$(printf '{"tarball": "%s"}' "$f/launcher.tar")
 handler_layer=$(printf '{"files": [%s, %s, %s]}' "$(file "$bin/virt-handler" /usr/bin/virt-handler)" \
 	"$(file "$bin/virt-chroot" /usr/bin/virt-chroot)" "$(file "$tmp/container-disk" /usr/bin/container-disk)")
 one() { printf '{"files": [%s]}' "$(file "$bin/$1" "/usr/bin/$1")"; }

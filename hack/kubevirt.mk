@@ -48,7 +48,7 @@ kubevirt-images: $(KUBEVIRT_IMAGES) ## Build KubeVirt's images and operator mani
 
 .PHONY: kubevirt-images-tools
 kubevirt-images-tools:
-	$(call apt-ensure,mmdebstrap:mmdebstrap gcc:gcc)
+	$(call apt-ensure,mmdebstrap:mmdebstrap gcc:gcc setcap:libcap2-bin)
 	@dpkg -s libvirt-dev >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libvirt-dev; }
 
 $(addprefix $(KUBEVIRT_DIR)/bin/,$(KUBEVIRT_IMAGE_BINS)):
@@ -66,3 +66,8 @@ $(KUBEVIRT_DIR)/bin/virt-launcher $(KUBEVIRT_DIR)/bin/virt-handler: | kubevirt-i
 $(KUBEVIRT_IMAGES): $(KUBEVIRT) $(addprefix $(KUBEVIRT_DIR)/bin/,$(KUBEVIRT_IMAGE_BINS) virt-launcher virt-handler) \
 		hack/kubevirt-images.sh | kubevirt-images-tools
 	KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) GO=$(GO) nice -n 10 hack/kubevirt-images.sh
+
+.PHONY: kubevirt-images-check
+kubevirt-images-check: $(KUBEVIRT_IMAGES) ## Smoke-test KubeVirt's images without a cluster (podman, a storage of its own) and the operator manifest.
+	$(call apt-ensure,podman:podman runc:runc jq:jq)
+	KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) GO=$(GO) hack/kubevirt-images-check.sh
