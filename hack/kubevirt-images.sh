@@ -111,7 +111,7 @@ install -m 0755 "$f/virtqemud" "$l/usr/sbin/virtqemud"
 install -m 0644 "$mod/cmd/virt-launcher/qemu.conf" "$mod/cmd/virt-launcher/virtqemud.conf" "$l/etc/libvirt/"
 install -m 0755 "$mod/cmd/virt-launcher/qemu" "$l/etc/libvirt/hooks/qemu"
 setcap cap_net_bind_service=+ep "$l/usr/bin/virt-launcher-monitor"
-tar --xattrs --xattrs-include='security.capability' --owner=0 --group=0 --numeric-owner --mtime=@0 --sort=name \
+tar --xattrs --xattrs-include='security.capability' --pax-option=delete=atime,delete=ctime --owner=0 --group=0 --numeric-owner --mtime=@0 --sort=name \
 	-cf "$f/launcher.tar" -C "$l" .
 launcher_layer=$(printf '{"tarball": "%s"}' "$f/launcher.tar")
 handler_layer=$(printf '{"files": [%s, %s, %s]}' "$(file "$bin/virt-handler" /usr/bin/virt-handler)" \
