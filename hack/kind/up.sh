@@ -31,6 +31,12 @@ accel=$(images/scripts/kvm-probe.sh "$NODE_IMAGE_DIR/vmlinuz")
 emulation=true
 if [[ $accel == kvm ]]; then emulation=false; fi
 step "engine $KIND_ENGINE; VMs under $accel (KubeVirt useEmulation: $emulation)"
+# KubeVirt's bridge binding, which knest's VMs use so the guest owns its pod's IP, moves
+# that IP to a dummy link in the launcher pod; kernels built without the dummy driver
+# refuse it ("LinkAdd: operation not supported") and no knest VM gets a network.
+bridge_binding=ok
+if ip link add knest-probe0 type dummy 2>/dev/null; then ip link del knest-probe0; else bridge_binding=no-dummy-driver; fi
+step "KubeVirt bridge binding: $bridge_binding"
 
 # The node image, named by its build (the directory name carries the inputs' hash),
 # so a rebuilt one is imported again and an unchanged one is not.
@@ -144,4 +150,5 @@ export KNEST_E2E_HOST_KUBECONFIG=$KIND_KUBECONFIG
 export KNEST_E2E_NODE_IMAGE=$NODE_IMAGE_REF
 export KNEST_E2E_KERNEL_IMAGE=$KERNEL_IMAGE_REF
 export KNEST_E2E_ACCEL=$accel
+export KNEST_KIND_BRIDGE_BINDING=$bridge_binding
 EOF

@@ -1,24 +1,30 @@
 # Step 8 of images/build.sh (sourced; uses its variables and helpers): the host node
 # of `make e2e-kind`, a root filesystem tarball with the same base, Kubernetes binaries
 # and preloaded images as a tenant node, plus kind's node files from the kind module
-# and kube-network-policies. See images/kind/README.md.
+# and kube-router's NetworkPolicy controller. See images/kind/README.md.
 kind_tools=$repo/hack/tools/kind
 kind_mod=$(cd "$kind_tools/kind" && $GO list -m -f '{{.Dir}}' sigs.k8s.io/kind)
-netpol_mod=$(cd "$kind_tools/netpol" && $GO list -m -f '{{.Dir}}' sigs.k8s.io/kube-network-policies)
-netpol_ref=knest.local/kube-network-policies:$(cd "$kind_tools/netpol" && $GO list -m -f '{{.Version}}' sigs.k8s.io/kube-network-policies)
+kuberouter_ref=knest.local/kube-router:$(cd "$kind_tools/kuberouter" && $GO list -m -f '{{.Version}}' github.com/cloudnativelabs/kube-router/v2)
 kind_hash=$(hash_inputs "$base_hash" "$images_hash" "$version" "$here/kind" "$here/rootfs/overlay" \
-	"$here/rootfs/templates" "$kind_tools/kind/go.mod" "$kind_tools/netpol/go.sum" "$here/scripts/kind-node.sh" \
+	"$here/rootfs/templates" "$kind_tools/kind/go.mod" "$kind_tools/kuberouter/go.sum" "$here/scripts/kind-node.sh" \
 	"$kube/kubelet" "$kube/kubeadm" "$kube/kubectl")
 kind_out=$cache/kind/$version-$kind_hash
 build_kind() {
 	local root=$tmp/rootfs files=$kind_mod/images/base/files
 	mkdir -p "$root"
-	log "building kube-network-policies ($netpol_ref)"
-	(cd "$kind_tools/netpol" && CGO_ENABLED=0 $GO build -trimpath -ldflags '-s -w' -o "$tmp/netpol" sigs.k8s.io/kube-network-policies/cmd)
-	cat >"$tmp/netpol.json" <<JSON
-{"images": [{"ref": "$netpol_ref", "layers": [{"files": [{"src": "$tmp/netpol", "dst": "/bin/netpol", "mode": "0755"}]}], "cmd": ["/bin/netpol"]}]}
+	log "building kube-router ($kuberouter_ref) and its userland (iptables, ipset)"
+	(cd "$kind_tools/kuberouter" && CGO_ENABLED=0 $GO build -trimpath -ldflags '-s -w' -o "$tmp/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router)
+	mmdebstrap --mode=root --variant=minbase --include=iptables,ipset --aptopt='APT::Install-Recommends "false"' \
+		--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+		--dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
+		--customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' --skip=output/dev \
+		"${DEBIAN_SUITE:-bookworm}" "$tmp/kube-router-userland.tar" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+	cat >"$tmp/kube-router.json" <<JSON
+{"images": [{"ref": "$kuberouter_ref", "layers": [{"tarball": "$tmp/kube-router-userland.tar"},
+ {"files": [{"src": "$tmp/kube-router", "dst": "/usr/local/bin/kube-router", "mode": "0755"}]}], "entrypoint": ["/usr/local/bin/kube-router"]}]}
 JSON
-	"$tools/ociimage" containers -spec "$tmp/netpol.json" -out "$tmp/netpol.tar"
+	"$tools/ociimage" containers -spec "$tmp/kube-router.json" -out "$tmp/kube-router.tar"
+	rm "$tmp/kube-router-userland.tar" "$tmp/kube-router"
 
 	log "assembling the kind node root filesystem"
 	tar --xattrs --xattrs-include='*' --numeric-owner -xpf "$base/rootfs.tar" -C "$root"
@@ -58,12 +64,10 @@ JSON
 	mkdir -p "$root/opt/cni/bin" "$root/var/lib/knest/images"
 	local p
 	for p in "$root"/usr/lib/cni/*; do ln -sf "/usr/lib/cni/$(basename "$p")" "$root/opt/cni/bin/"; done
-	cp "$images/images.tar" "$tmp/netpol.tar" "$root/var/lib/knest/images/"
+	cp "$images/images.tar" "$tmp/kube-router.tar" "$root/var/lib/knest/images/"
 	echo "$version" >"$root/kind/version"
 	# kind applies this after kubeadm init; pod networking itself is the static ptp config.
-	sed "s#image: .*kube-network-policies:.*#image: $netpol_ref\n        imagePullPolicy: Never#" \
-		"$netpol_mod/install.yaml" >"$root/kind/manifests/default-cni.yaml"
-	grep -q "image: $netpol_ref" "$root/kind/manifests/default-cni.yaml" || die "cannot set the image in kube-network-policies' install.yaml"
+	sed "s#@IMAGE@#$kuberouter_ref#" "$here/kind/kube-router.yaml" >"$root/kind/manifests/default-cni.yaml"
 	log "writing the kind node root filesystem tarball"
 	tar --xattrs --xattrs-include='*' --numeric-owner -C "$root" -cf "$tmp/kind-node.tar" .
 	rm -rf "$root"

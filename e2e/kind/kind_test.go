@@ -1,0 +1,241 @@
+//go:build e2e
+
+// Package kind_test checks, on the kind host cluster of `make e2e-kind`
+// (hack/kind/up.sh), the two things the tenant suite relies on that real KubeVirt and
+// the host's own CNI decide, each on its own, so that a machine that cannot run the
+// whole suite still proves them:
+//
+//   - knest's node image boots under the real virt-launcher (libvirt and qemu from the
+//     images built here, software emulation where the KVM probe failed) to its login
+//     prompt, with KubeVirt's masquerade binding, which needs no dummy network driver;
+//   - knest's isolation NetworkPolicy, rendered by pkg/cluster, is enforced by the
+//     host cluster's enforcer (kube-network-policies), with plain pods carrying the
+//     labels of a tenant's VM pods standing in for them.
+package kind_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/testenv"
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+const (
+	envHostKubeconfig = "KNEST_E2E_HOST_KUBECONFIG"
+	envNodeImage      = "KNEST_E2E_NODE_IMAGE"
+	envKernelImage    = "KNEST_E2E_KERNEL_IMAGE"
+	bootTimeout       = 15 * time.Minute
+	podTimeout        = 3 * time.Minute
+	poll              = 2 * time.Second
+)
+
+type host struct {
+	client.Client
+	cs *kubernetes.Clientset
+}
+
+func newHost(t *testing.T) host {
+	t.Helper()
+	kc := os.Getenv(envHostKubeconfig)
+	if kc == "" {
+		t.Fatalf("%s is not set: run make e2e-kind (or source the env file hack/kind/up.sh writes)", envHostKubeconfig)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: testenv.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host{Client: c, cs: kubernetes.NewForConfigOrDie(cfg)}
+}
+
+func (h host) namespace(t *testing.T, prefix string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix}}
+	if err := h.Create(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.Delete(context.Background(), ns) })
+	return ns.Name
+}
+
+func TestNodeImageBootsUnderKubeVirt(t *testing.T) {
+	g := NewWithT(t)
+	h := newHost(t)
+	image, kernel := os.Getenv(envNodeImage), os.Getenv(envKernelImage)
+	g.Expect(image).NotTo(BeEmpty(), envNodeImage)
+	g.Expect(kernel).NotTo(BeEmpty(), envKernelImage)
+	ns := h.namespace(t, "kind-boot-")
+	memory := resource.MustParse("1Gi")
+	vmi := &kubevirtv1.VirtualMachineInstance{
+		ObjectMeta: metav1.ObjectMeta{Name: "node", Namespace: ns},
+		Spec: kubevirtv1.VirtualMachineInstanceSpec{
+			Domain: kubevirtv1.DomainSpec{
+				CPU:       &kubevirtv1.CPU{Cores: 1},
+				Memory:    &kubevirtv1.Memory{Guest: &memory},
+				Resources: kubevirtv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: memory}},
+				Firmware: &kubevirtv1.Firmware{KernelBoot: &kubevirtv1.KernelBoot{
+					KernelArgs: "root=LABEL=knest-root ro console=ttyS0",
+					Container: &kubevirtv1.KernelBootContainer{
+						Image: kernel, KernelPath: "/boot/vmlinuz", InitrdPath: "/boot/initrd.img", ImagePullPolicy: corev1.PullIfNotPresent,
+					},
+				}},
+				Devices: kubevirtv1.Devices{
+					Disks: []kubevirtv1.Disk{{Name: "root", DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}}}},
+					Interfaces: []kubevirtv1.Interface{{
+						Name: "default", InterfaceBindingMethod: kubevirtv1.InterfaceBindingMethod{Masquerade: &kubevirtv1.InterfaceMasquerade{}},
+					}},
+					LogSerialConsole: ptr(true),
+				},
+			},
+			Networks: []kubevirtv1.Network{{Name: "default", NetworkSource: kubevirtv1.NetworkSource{Pod: &kubevirtv1.PodNetwork{}}}},
+			Volumes: []kubevirtv1.Volume{{Name: "root", VolumeSource: kubevirtv1.VolumeSource{
+				ContainerDisk: &kubevirtv1.ContainerDiskSource{Image: image, ImagePullPolicy: corev1.PullIfNotPresent},
+			}}},
+		},
+	}
+	start := time.Now()
+	g.Expect(h.Create(t.Context(), vmi)).To(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		g.Expect(h.Get(t.Context(), client.ObjectKeyFromObject(vmi), vmi)).To(Succeed())
+		g.Expect(vmi.Status.Phase).NotTo(Equal(kubevirtv1.Failed), "VMI failed: %+v", vmi.Status.Conditions)
+		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
+	}, bootTimeout, poll).Should(Succeed())
+	t.Logf("VMI Running after %s", time.Since(start).Round(time.Second))
+
+	// The serial console, as KubeVirt relays it from the launcher pod.
+	var console string
+	g.Eventually(func(g Gomega) {
+		pods := &corev1.PodList{}
+		g.Expect(h.List(t.Context(), pods, client.InNamespace(ns), client.MatchingLabels{kubevirtv1.AppLabel: "virt-launcher"})).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(1))
+		b, err := h.cs.CoreV1().Pods(ns).GetLogs(pods.Items[0].Name, &corev1.PodLogOptions{Container: "guest-console-log"}).DoRaw(t.Context())
+		g.Expect(err).NotTo(HaveOccurred())
+		console = string(b)
+		g.Expect(console).To(ContainSubstring("login:"))
+	}, bootTimeout, 5*time.Second).Should(Succeed(), "console so far:\n%s", tail(console, 30))
+	t.Logf("login prompt on the serial console %s after create", time.Since(start).Round(time.Second))
+	g.Expect(console).To(ContainSubstring("Debian GNU/Linux"))
+}
+
+// TestIsolationByHostCNI applies knest's NetworkPolicy for a cluster "alpha" and
+// checks it with connections between plain pods: two "VM" pods of alpha (the labels
+// the policy selects) serving 8080 and 6443, and a pod of another namespace.
+func TestIsolationByHostCNI(t *testing.T) {
+	g := NewWithT(t)
+	h := newHost(t)
+	tenant, other := h.namespace(t, "kind-tenant-"), h.namespace(t, "kind-other-")
+
+	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: tenant}}
+	cluster.Default(nc)
+	graph, err := cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	policy := graph.Isolation.DeepCopy()
+	policy.OwnerReferences = nil // no NestedCluster object here
+	g.Expect(h.Create(t.Context(), policy)).To(Succeed())
+
+	vmLabels := map[string]string{kubevirtv1.AppLabel: "virt-launcher", clusterv1.ClusterNameLabel: "alpha"}
+	vm1 := h.server(t, tenant, "vm-1", vmLabels)
+	vm2 := h.server(t, tenant, "vm-2", vmLabels)
+	outsider := h.server(t, other, "outsider", nil)
+
+	// Baseline: the servers answer where nothing is in the way.
+	g.Expect(h.connect(t, other, nil, outsider, 8080)).To(BeTrue(), "a pod reaches a server of its own namespace")
+	// Ingress: another namespace reaches the API server port only.
+	g.Expect(h.connect(t, other, nil, vm1, 6443)).To(BeTrue(), "another namespace reaches a VM's 6443")
+	g.Expect(h.connect(t, other, nil, vm1, 8080)).To(BeFalse(), "another namespace reaches a VM's 8080")
+	// The tenant's own VMs reach each other on any port; DNS works; nothing else
+	// on the host's networks does.
+	g.Expect(h.connect(t, tenant, vmLabels, vm2, 8080)).To(BeTrue(), "a VM reaches another VM of its cluster")
+	g.Expect(h.connect(t, tenant, vmLabels, kubeDNS(t, h), 53)).To(BeTrue(), "a VM reaches the host's DNS")
+	g.Expect(h.connect(t, tenant, vmLabels, outsider, 8080)).To(BeFalse(), "a VM reaches a pod of another namespace")
+}
+
+// server runs busybox httpd on 8080 and 6443 and returns the pod's IP.
+func (h host) server(t *testing.T, ns, name string, labels map[string]string) string {
+	t.Helper()
+	g := NewWithT(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "httpd", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
+			Command: []string{"/bin/busybox", "sh", "-c",
+				"mkdir -p /w && echo ok >/w/index.html && /bin/busybox httpd -p 6443 -h /w && exec /bin/busybox httpd -f -p 8080 -h /w"},
+		}}},
+	}
+	g.Expect(h.Create(t.Context(), pod)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(h.Get(t.Context(), client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+		g.Expect(pod.Status.PodIP).NotTo(BeEmpty())
+	}, podTimeout, poll).Should(Succeed())
+	return pod.Status.PodIP
+}
+
+// connect runs a pod with the given labels that opens a TCP connection to addr:port
+// and reports whether it succeeded within 10 seconds. A pod the policy selects waits
+// a few seconds first: an enforcer fences a new pod once it has seen it, and a
+// tenant's VM pods are long-lived.
+func (h host) connect(t *testing.T, ns string, labels map[string]string, addr string, port int) bool {
+	t.Helper()
+	g := NewWithT(t)
+	settle := 0
+	if len(labels) > 0 {
+		settle = 5
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "connect-", Namespace: ns, Labels: labels},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "nc", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
+				Command: []string{"/bin/busybox", "sh", "-c", fmt.Sprintf("sleep %d; echo | /bin/busybox nc -w 10 %s %d", settle, addr, port)},
+			}},
+		},
+	}
+	g.Expect(h.Create(t.Context(), pod)).To(Succeed())
+	defer func() { _ = h.Delete(context.WithoutCancel(t.Context()), pod) }()
+	var phase corev1.PodPhase
+	g.Eventually(func(g Gomega) {
+		g.Expect(h.Get(t.Context(), client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		phase = pod.Status.Phase
+		g.Expect(phase).To(BeElementOf(corev1.PodSucceeded, corev1.PodFailed))
+	}, podTimeout, poll).Should(Succeed())
+	t.Logf("%s (labels %v) -> %s:%d: %s", ns, labels, addr, port, phase)
+	return phase == corev1.PodSucceeded
+}
+
+func kubeDNS(t *testing.T, h host) string {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := h.Get(t.Context(), client.ObjectKey{Namespace: "kube-system", Name: "kube-dns"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	return svc.Spec.ClusterIP
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
+}
+
+func ptr[T any](v T) *T { return &v }
