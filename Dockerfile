@@ -1,4 +1,5 @@
-# The knest controller image for `make e2e-kind` (hack/kind/up.sh) and any host cluster:
+# The knest controller image for a host cluster with Docker (hack/kind/up.sh builds the
+# same image, /knest as uid 65532, without an engine):
 #   docker build --build-arg GO_VERSION=$(awk '$1 == "go" {print $2}' go.mod) -t knest:dev .
 # config/manager runs it as `/knest controller --leader-elect ...`.
 ARG GO_VERSION=1.26
