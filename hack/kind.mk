@@ -46,7 +46,7 @@ $(KIND):
 	mv $@.tmp $@
 
 .PHONY: kind-node-image
-kind-node-image: node-image-tools ## Build the kind node image (tenant node base + kind's node files), offline.
+kind-node-image: node-image-tools ## Build the kind node image (tenant node base, kind's node files, kube-router), offline.
 	KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$(NODE_KUBE_VERSION) GO=$(GO) KNEST_KIND_NODE=true nice -n 10 images/build.sh
 
 # The Cluster API and CAPK install manifests, without cert-manager (hack/tools/kind/providers).
