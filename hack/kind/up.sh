@@ -31,12 +31,6 @@ accel=$(images/scripts/kvm-probe.sh "$NODE_IMAGE_DIR/vmlinuz")
 emulation=true
 if [[ $accel == kvm ]]; then emulation=false; fi
 step "engine $KIND_ENGINE; VMs under $accel (KubeVirt useEmulation: $emulation)"
-# KubeVirt's bridge binding, which knest's VMs use so the guest owns its pod's IP, moves
-# that IP to a dummy link in the launcher pod; kernels built without the dummy driver
-# refuse it ("LinkAdd: operation not supported") and no knest VM gets a network.
-bridge_binding=ok
-if ip link add knest-probe0 type dummy 2>/dev/null; then ip link del knest-probe0; else bridge_binding=no-dummy-driver; fi
-step "KubeVirt bridge binding: $bridge_binding"
 
 # The node image, named by its build (the directory name carries the inputs' hash),
 # so a rebuilt one is imported again and an unchanged one is not.
@@ -67,6 +61,15 @@ EOF
 fi
 "$KIND" get kubeconfig --name "$KIND_CLUSTER" >"$KIND_KUBECONFIG"
 mapfile -t nodes < <("$KIND" get nodes --name "$KIND_CLUSTER")
+# KubeVirt's bridge binding, which knest's VMs use so the guest owns its pod's IP, moves
+# that IP to a dummy link in the launcher pod; kernels built without the dummy driver
+# refuse it ("LinkAdd: operation not supported") and no knest VM gets a network. The
+# node is privileged and shares the host's kernel, so it can tell.
+bridge_binding=ok
+if ! "$KIND_ENGINE" exec "${nodes[0]}" sh -c 'ip link add knest-probe0 type dummy && ip link del knest-probe0' 2>/dev/null; then
+  bridge_binding=no-dummy-driver
+fi
+step "KubeVirt bridge binding: $bridge_binding"
 
 step "images: Cluster API, CAPK and knest managers"
 # knest's image is tagged by its binary's digest, so a rebuilt controller rolls out.
