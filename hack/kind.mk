@@ -76,24 +76,23 @@ kind-down: $(KIND) ## Delete the kind host cluster.
 kind-env: ## Print the env vars for kubectl and the e2e suite against it (eval "$(make -s kind-env)").
 	@cat $(KIND_ENV_FILE)
 
-# The checks that need only real KubeVirt and the host's NetworkPolicy enforcer
-# (e2e/kind): a node VM boots, knest's isolation policy holds.
-KIND_CHECKS := source $(KIND_ENV_FILE); KNEST_E2E_STATE_DIR=$(E2E_KIND_STATE_DIR) \
+# The host cluster (hack/kind/up.sh, deleted on exit unless KEEP=1), then the checks
+# that need only real KubeVirt and the host's NetworkPolicy enforcer (e2e/kind): a
+# node VM boots, knest's isolation policy holds. One shell line, so what follows in a
+# recipe runs with the env file sourced and the cluster still up.
+KIND_HOST_CHECKS := rm -rf $(E2E_KIND_STATE_DIR) && mkdir -p $(E2E_KIND_STATE_DIR); \
+	$(if $(filter 1,$(KEEP)),,trap '$(KIND_ENV) hack/kind/down.sh' EXIT;) \
+	$(KIND_ENV) hack/kind/up.sh 2>&1 | tee $(E2E_KIND_STATE_DIR)/up.log; \
+	source $(KIND_ENV_FILE); KNEST_E2E_STATE_DIR=$(E2E_KIND_STATE_DIR) \
 	$(GO) test -tags e2e -count=1 -v -timeout 30m $(GO_TEST_FLAGS) ./e2e/kind/...
 
 .PHONY: kind-checks
 kind-checks: $(KIND_PREREQS) ## Bring up the kind host, boot a node VM under real KubeVirt, check isolation by its enforcer.
-	rm -rf $(E2E_KIND_STATE_DIR) && mkdir -p $(E2E_KIND_STATE_DIR)
-	$(if $(filter 1,$(KEEP)),,trap '$(KIND_ENV) hack/kind/down.sh' EXIT;) \
-	$(KIND_ENV) hack/kind/up.sh 2>&1 | tee $(E2E_KIND_STATE_DIR)/up.log; \
-	$(KIND_CHECKS)
+	$(KIND_HOST_CHECKS)
 
 .PHONY: e2e-kind
 e2e-kind: $(KIND_PREREQS) ## The kind checks, then the e2e suite against real KubeVirt in kind (KEEP=1 keeps the cluster; KNEST_E2E_FULL=1).
-	rm -rf $(E2E_KIND_STATE_DIR) && mkdir -p $(E2E_KIND_STATE_DIR)
-	$(if $(filter 1,$(KEEP)),,trap '$(KIND_ENV) hack/kind/down.sh' EXIT;) \
-	$(KIND_ENV) hack/kind/up.sh 2>&1 | tee $(E2E_KIND_STATE_DIR)/up.log; \
-	$(KIND_CHECKS); \
+	$(KIND_HOST_CHECKS); \
 	if [ "$$KNEST_KIND_BRIDGE_BINDING" != ok ]; then \
 		echo "e2e-kind: KubeVirt's bridge binding cannot work here ($$KNEST_KIND_BRIDGE_BINDING: the kernel has no dummy network driver, CONFIG_DUMMY); the tenant suite needs it (docs/e2e.md)" >&2; exit 1; \
 	fi; \

@@ -15,7 +15,6 @@ package kind_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -32,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/e2e/internal/probe"
 	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
@@ -41,7 +41,6 @@ const (
 	envNodeImage      = "KNEST_E2E_NODE_IMAGE"
 	envKernelImage    = "KNEST_E2E_KERNEL_IMAGE"
 	bootTimeout       = 15 * time.Minute
-	podTimeout        = 3 * time.Minute
 	poll              = 2 * time.Second
 )
 
@@ -154,74 +153,22 @@ func TestIsolationByHostCNI(t *testing.T) {
 	g.Expect(h.Create(t.Context(), policy)).To(Succeed())
 
 	vmLabels := map[string]string{kubevirtv1.AppLabel: "virt-launcher", clusterv1.ClusterNameLabel: "alpha"}
-	vm1 := h.server(t, tenant, "vm-1", vmLabels)
-	vm2 := h.server(t, tenant, "vm-2", vmLabels)
-	outsider := h.server(t, other, "outsider", nil)
+	vm1 := probe.Server(t, h, tenant, "vm-1", vmLabels)
+	vm2 := probe.Server(t, h, tenant, "vm-2", vmLabels)
+	outsider := probe.Server(t, h, other, "outsider", nil)
+	fromOther := probe.Client{Namespace: other}
+	fromVM := probe.Client{Namespace: tenant, Labels: vmLabels, Settle: 5 * time.Second}
 
 	// Baseline: the servers answer where nothing is in the way.
-	g.Expect(h.connect(t, other, nil, outsider, 8080)).To(BeTrue(), "a pod reaches a server of its own namespace")
+	g.Expect(probe.Connect(t, h, fromOther, outsider, probe.ServerPort)).To(BeTrue(), "a pod reaches a server of its own namespace")
 	// Ingress: another namespace reaches the API server port only.
-	g.Expect(h.connect(t, other, nil, vm1, 6443)).To(BeTrue(), "another namespace reaches a VM's 6443")
-	g.Expect(h.connect(t, other, nil, vm1, 8080)).To(BeFalse(), "another namespace reaches a VM's 8080")
+	g.Expect(probe.Connect(t, h, fromOther, vm1, probe.APIPort)).To(BeTrue(), "another namespace reaches a VM's 6443")
+	g.Expect(probe.Connect(t, h, fromOther, vm1, probe.ServerPort)).To(BeFalse(), "another namespace reaches a VM's 8080")
 	// The tenant's own VMs reach each other on any port; DNS works; nothing else
 	// on the host's networks does.
-	g.Expect(h.connect(t, tenant, vmLabels, vm2, 8080)).To(BeTrue(), "a VM reaches another VM of its cluster")
-	g.Expect(h.connect(t, tenant, vmLabels, kubeDNS(t, h), 53)).To(BeTrue(), "a VM reaches the host's DNS")
-	g.Expect(h.connect(t, tenant, vmLabels, outsider, 8080)).To(BeFalse(), "a VM reaches a pod of another namespace")
-}
-
-// server runs busybox httpd on 8080 and 6443 and returns the pod's IP.
-func (h host) server(t *testing.T, ns, name string, labels map[string]string) string {
-	t.Helper()
-	g := NewWithT(t)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "httpd", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
-			Command: []string{"/bin/busybox", "sh", "-c",
-				"mkdir -p /w && echo ok >/w/index.html && /bin/busybox httpd -p 6443 -h /w && exec /bin/busybox httpd -f -p 8080 -h /w"},
-		}}},
-	}
-	g.Expect(h.Create(t.Context(), pod)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(h.Get(t.Context(), client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
-		g.Expect(pod.Status.PodIP).NotTo(BeEmpty())
-	}, podTimeout, poll).Should(Succeed())
-	return pod.Status.PodIP
-}
-
-// connect runs a pod with the given labels that opens a TCP connection to addr:port
-// and reports whether it succeeded within 10 seconds. A pod the policy selects waits
-// a few seconds first: an enforcer fences a new pod once it has seen it, and a
-// tenant's VM pods are long-lived.
-func (h host) connect(t *testing.T, ns string, labels map[string]string, addr string, port int) bool {
-	t.Helper()
-	g := NewWithT(t)
-	settle := 0
-	if len(labels) > 0 {
-		settle = 5
-	}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "connect-", Namespace: ns, Labels: labels},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{
-				Name: "nc", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
-				Command: []string{"/bin/busybox", "sh", "-c", fmt.Sprintf("sleep %d; echo | /bin/busybox nc -w 10 %s %d", settle, addr, port)},
-			}},
-		},
-	}
-	g.Expect(h.Create(t.Context(), pod)).To(Succeed())
-	defer func() { _ = h.Delete(context.WithoutCancel(t.Context()), pod) }()
-	var phase corev1.PodPhase
-	g.Eventually(func(g Gomega) {
-		g.Expect(h.Get(t.Context(), client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-		phase = pod.Status.Phase
-		g.Expect(phase).To(BeElementOf(corev1.PodSucceeded, corev1.PodFailed))
-	}, podTimeout, poll).Should(Succeed())
-	t.Logf("%s (labels %v) -> %s:%d: %s", ns, labels, addr, port, phase)
-	return phase == corev1.PodSucceeded
+	g.Expect(probe.Connect(t, h, fromVM, vm2, probe.ServerPort)).To(BeTrue(), "a VM reaches another VM of its cluster")
+	g.Expect(probe.Connect(t, h, fromVM, kubeDNS(t, h), 53)).To(BeTrue(), "a VM reaches the host's DNS")
+	g.Expect(probe.Connect(t, h, fromVM, outsider, probe.ServerPort)).To(BeFalse(), "a VM reaches a pod of another namespace")
 }
 
 func kubeDNS(t *testing.T, h host) string {

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/e2e/internal/probe"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
 
@@ -384,40 +385,7 @@ func endpointIP(t *testing.T, k client.ObjectKey) string {
 // pod, so the packets leave with the node's address) to addr:port succeeds.
 func canConnect(t *testing.T, tc tenant, addr string, port int) bool {
 	t.Helper()
-	return probeConnect(t, tc.Client, "default", true, addr, port)
-}
-
-// probeConnect runs a pod that connects to addr:port and reports whether it did. The
-// image is flannel's (busybox inside), preloaded on tenant nodes and the kind node.
-func probeConnect(t *testing.T, c client.Client, namespace string, hostNetwork bool, addr string, port int) bool {
-	t.Helper()
-	g := NewWithT(t)
-	ctx := t.Context()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "connect-", Namespace: namespace},
-		Spec: corev1.PodSpec{
-			HostNetwork:   hostNetwork,
-			RestartPolicy: corev1.RestartPolicyNever,
-			Tolerations:   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			Containers: []corev1.Container{{
-				Name: "nc", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
-				// Succeeds once connected (the server hangs up on the stray newline);
-				// fails when the connection is refused or times out.
-				Command: []string{"/bin/busybox", "sh", "-c", fmt.Sprintf("echo | /bin/busybox nc -w 10 %s %d", addr, port)},
-			}},
-		},
-	}
-	g.Expect(c.Create(ctx, pod)).To(Succeed())
-	defer func() { _ = c.Delete(context.WithoutCancel(ctx), pod) }()
-	var phase corev1.PodPhase
-	g.Eventually(func(g Gomega) {
-		p := &corev1.Pod{}
-		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pod), p)).To(Succeed())
-		phase = p.Status.Phase
-		g.Expect(phase).To(BeElementOf(corev1.PodSucceeded, corev1.PodFailed), "pod %s", p.Name)
-	}, tenantTimeout, poll).Should(Succeed())
-	t.Logf("connect to %s:%d from %s (host network %v): %s", addr, port, namespace, hostNetwork, phase)
-	return phase == corev1.PodSucceeded
+	return probe.Connect(t, tc.Client, probe.Client{Namespace: "default", HostNetwork: true}, addr, port)
 }
 
 // expectIsolatedFromHostPods checks, on a real host cluster, that the host's own CNI
@@ -433,20 +401,9 @@ func expectIsolatedFromHostPods(t *testing.T, key client.ObjectKey) {
 	t.Cleanup(func() {
 		_ = s.host.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
-	server := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "server", Namespace: ns},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
-			Name: "httpd", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
-			Command: []string{"/bin/busybox", "sh", "-c", "mkdir -p /w && echo ok >/w/index.html && exec /bin/busybox httpd -f -p 8080 -h /w"},
-		}}},
-	}
-	g.Expect(s.host.Create(ctx, server)).To(Succeed())
-	g.Eventually(func(g Gomega) {
-		g.Expect(s.host.Get(ctx, client.ObjectKeyFromObject(server), server)).To(Succeed())
-		g.Expect(server.Status.PodIP).NotTo(BeEmpty())
-		g.Expect(server.Status.Phase).To(Equal(corev1.PodRunning))
-	}, tenantTimeout, poll).Should(Succeed())
-	g.Expect(probeConnect(t, s.host, ns, false, server.Status.PodIP, 8080)).To(BeTrue(), "a pod of its own namespace reaches the server")
+	other := probe.Client{Namespace: ns}
+	server := probe.Server(t, s.host, ns, "server", nil)
+	g.Expect(probe.Connect(t, s.host, other, server, probe.ServerPort)).To(BeTrue(), "a pod of its own namespace reaches the server")
 
 	vmis := &kubevirtv1.VirtualMachineInstanceList{}
 	g.Expect(s.host.List(ctx, vmis, client.InNamespace(key.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: key.Name})).To(Succeed())
@@ -455,11 +412,11 @@ func expectIsolatedFromHostPods(t *testing.T, key client.ObjectKey) {
 		g.Expect(vmi.Status.Interfaces).NotTo(BeEmpty())
 		ip := vmi.Status.Interfaces[0].IP
 		if vmi.Labels["cluster.x-k8s.io/role"] == "control-plane" {
-			g.Expect(probeConnect(t, s.host, ns, false, ip, 6443)).To(BeTrue(), "another namespace's pod reaches %s's API server port", vmi.Name)
+			g.Expect(probe.Connect(t, s.host, other, ip, probe.APIPort)).To(BeTrue(), "another namespace's pod reaches %s's API server port", vmi.Name)
 		}
-		g.Expect(probeConnect(t, s.host, ns, false, ip, 10250)).To(BeFalse(), "another namespace's pod reaches %s's kubelet", vmi.Name)
+		g.Expect(probe.Connect(t, s.host, other, ip, 10250)).To(BeFalse(), "another namespace's pod reaches %s's kubelet", vmi.Name)
 	}
-	g.Expect(canConnect(t, tenantClient(t, key), server.Status.PodIP, 8080)).To(BeFalse(), "%s's nodes reach a pod of another namespace", key)
+	g.Expect(canConnect(t, tenantClient(t, key), server, probe.ServerPort)).To(BeFalse(), "%s's nodes reach a pod of another namespace", key)
 }
 
 // killWorkerAndExpectReplacement kills a worker's VM from outside and expects

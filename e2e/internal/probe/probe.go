@@ -1,0 +1,95 @@
+// Package probe runs the pods the end-to-end suites test networks with: a server
+// answering TCP on two ports, and a client that reports whether a connection went
+// through. Both use flannel's image (busybox inside), which tenant nodes and the kind
+// node have preloaded, so nothing is pulled.
+package probe
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/knest-dev/knest/pkg/cluster"
+)
+
+// Ports the server answers on: an ordinary one and the API server's, which knest's
+// isolation policy treats apart.
+const (
+	ServerPort = 8080
+	APIPort    = cluster.APIServerPort
+)
+
+const (
+	timeout = 15 * time.Minute
+	poll    = 2 * time.Second
+)
+
+// Server runs busybox httpd on ServerPort and APIPort in a pod with the given labels
+// and returns the pod's IP once it runs.
+func Server(t *testing.T, c client.Client, namespace, name string, labels map[string]string) string {
+	t.Helper()
+	g := NewWithT(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "httpd", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
+			Command: []string{"/bin/busybox", "sh", "-c", fmt.Sprintf(
+				"mkdir -p /w && echo ok >/w/index.html && /bin/busybox httpd -p %d -h /w && exec /bin/busybox httpd -f -p %d -h /w",
+				APIPort, ServerPort)},
+		}}},
+	}
+	g.Expect(c.Create(t.Context(), pod)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		g.Expect(pod.Status.Phase).To(Equal(corev1.PodRunning))
+		g.Expect(pod.Status.PodIP).NotTo(BeEmpty())
+	}, timeout, poll).Should(Succeed())
+	return pod.Status.PodIP
+}
+
+// Client is where a connection is tried from.
+type Client struct {
+	Namespace   string
+	Labels      map[string]string
+	HostNetwork bool // a node's own address, not a pod's
+	// Settle waits before connecting: an enforcer fences a new pod that a policy
+	// selects only once it has seen it, while the pods it stands in for are long-lived.
+	Settle time.Duration
+}
+
+// Connect runs a pod that opens a TCP connection to addr:port and reports whether it
+// got through within 10 seconds.
+func Connect(t *testing.T, c client.Client, from Client, addr string, port int) bool {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "connect-", Namespace: from.Namespace, Labels: from.Labels},
+		Spec: corev1.PodSpec{
+			HostNetwork:   from.HostNetwork,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Tolerations:   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{
+				Name: "nc", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
+				// Succeeds once connected (the server hangs up on the stray newline);
+				// fails when the connection is refused or times out.
+				Command: []string{"/bin/busybox", "sh", "-c", fmt.Sprintf("sleep %d; echo | /bin/busybox nc -w 10 %s %d",
+					int(from.Settle.Seconds()), addr, port)},
+			}},
+		},
+	}
+	g.Expect(c.Create(ctx, pod)).To(Succeed())
+	defer func() { _ = c.Delete(context.WithoutCancel(ctx), pod) }()
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
+		g.Expect(pod.Status.Phase).To(BeElementOf(corev1.PodSucceeded, corev1.PodFailed), "pod %s", pod.Name)
+	}, timeout, poll).Should(Succeed())
+	t.Logf("connect to %s:%d from %s (labels %v, host network %v): %s", addr, port, from.Namespace, from.Labels, from.HostNetwork, pod.Status.Phase)
+	return pod.Status.Phase == corev1.PodSucceeded
+}
