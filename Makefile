@@ -11,7 +11,7 @@ GO ?= go
 # are reused across checkouts. Each output path carries its version, so a version bump
 # builds new outputs and an existing output is never rebuilt.
 KNEST_CACHE ?= $(HOME)/.cache/knest
-KUBE_VERSION := v1.34.3
+KUBE_VERSION := v1.34.4
 KUBEVIRT_VERSION := v1.7.0
 TESTBIN_DIR := $(KNEST_CACHE)/testbin/$(KUBE_VERSION)
 KUBEVIRT_CRDS_DIR := $(KNEST_CACHE)/testbin/kubevirt-$(KUBEVIRT_VERSION)

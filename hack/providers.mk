@@ -5,7 +5,7 @@
 
 ##@ Cluster API providers
 
-CAPI_VERSION := v1.11.4
+CAPI_VERSION := v1.13.6
 CAPK_VERSION := v0.11.2
 PROVIDERS_DIR := $(KNEST_CACHE)/providers/capi-$(CAPI_VERSION)-capk-$(CAPK_VERSION)
 CAPI_TOOLS := hack/tools/providers/capi

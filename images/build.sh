@@ -29,10 +29,10 @@ cache=${KNEST_CACHE:?KNEST_CACHE must be set}/node-image
 version=${KUBE_VERSION:?KUBE_VERSION must be set (e.g. v1.34.3)}
 GO=${GO:-go}
 export GO
-# Kubernetes minors the pinned Cluster API release (v1.11) supports for workload
+# Kubernetes minors the pinned Cluster API release (v1.13) supports for workload
 # clusters, per its book (docs/book/src/reference/versions.md).
-min_minor=${KNEST_MIN_MINOR:-28}
-max_minor=${KNEST_MAX_MINOR:-34}
+min_minor=${KNEST_MIN_MINOR:-30}
+max_minor=${KNEST_MAX_MINOR:-35}
 min_free_gib=${KNEST_MIN_FREE_GIB:-15}
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -44,7 +44,7 @@ if ! [[ $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]]; then
 fi
 minor=${BASH_REMATCH[1]}
 if ((minor < min_minor || minor > max_minor)); then
-	die "Kubernetes $version is not supported: the node image supports v1.$min_minor.x to v1.$max_minor.x (what Cluster API v1.11 supports for workload clusters)"
+	die "Kubernetes $version is not supported: the node image supports v1.$min_minor.x to v1.$max_minor.x (what Cluster API v1.13 supports for workload clusters, and knest builds node images for)"
 fi
 bake=${KNEST_NODE_IMAGE_BAKE:-true}
 case $bake in true | false) ;; *) die "KNEST_NODE_IMAGE_BAKE=$bake: want true or false" ;; esac

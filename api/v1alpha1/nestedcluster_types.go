@@ -6,10 +6,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Defaults. DefaultVersion is the newest Kubernetes minor that the pinned Cluster API
-// release (v1.11) documents as supported for workload clusters.
+// Defaults. DefaultVersion is the newest Kubernetes version knest builds a node image
+// for (images/), within what the pinned Cluster API release (v1.13) supports.
 const (
-	DefaultVersion     = "v1.34.3"
+	DefaultVersion     = "v1.35.4"
 	DefaultPodCIDR     = "10.243.0.0/16"
 	DefaultServiceCIDR = "10.95.0.0/16"
 	DefaultDNSDomain   = "tenant.local"
@@ -28,10 +28,14 @@ const (
 	DefaultCPU    = 2
 	DefaultMemory = "4Gi"
 
-	// MinVersion and MaxVersion bound the tenant Kubernetes minors Cluster API v1.11
-	// supports for workload clusters; the CRD's version rule encodes the same range.
-	MinVersion = "v1.28.0"
-	MaxVersion = "v1.34.99"
+	// MinVersion and MaxVersion bound the tenant Kubernetes minors Cluster API v1.13
+	// supports for workload clusters (its book's version table); the CRD's version
+	// rule encodes the same range.
+	MinVersion = "v1.30.0"
+	MaxVersion = "v1.36.99"
+	// MaxKubeletSkew is how many minors a pool's kubelets may stay behind the control
+	// plane (Kubernetes' version skew policy; kubeadm's is the same since v1.29).
+	MaxKubeletSkew = 3
 )
 
 // Finalizer keeps a NestedCluster until everything it created is gone.
@@ -122,14 +126,16 @@ const (
 )
 
 // NestedClusterSpec is what a tenant cluster should look like.
+// +kubebuilder:validation:XValidation:rule="!has(self.workers) || !has(self.version) || !self.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || self.workers.all(w, !has(w.version) || !w.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || ((int(self.version.split('.')[1]) > int(w.version.split('.')[1]) || (int(self.version.split('.')[1]) == int(w.version.split('.')[1]) && int(self.version.split('.')[2]) >= int(w.version.split('.')[2]))) && int(w.version.split('.')[1]) + 3 >= int(self.version.split('.')[1])))",message="a worker pool's version must be no newer than spec.version and at most 3 minors older (Kubernetes' kubelet skew policy), e.g. v1.34.4 with spec.version v1.35.4"
+// +kubebuilder:validation:XValidation:rule="!has(self.workers) || !has(oldSelf.workers) || !has(oldSelf.version) || !oldSelf.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || self.workers.all(w, !has(w.version) || !w.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || oldSelf.workers.all(o, o.name != w.name || (has(o.version) && !o.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$')) || (int(w.version.split('.')[1]) > int((has(o.version) ? o.version : oldSelf.version).split('.')[1]) || (int(w.version.split('.')[1]) == int((has(o.version) ? o.version : oldSelf.version).split('.')[1]) && int(w.version.split('.')[2]) >= int((has(o.version) ? o.version : oldSelf.version).split('.')[2])))))",message="a worker pool's version cannot go backwards (nodes cannot be downgraded); hold a pool at the version it runs, e.g. the previous spec.version"
 type NestedClusterSpec struct {
-	// version is the tenant Kubernetes version, e.g. v1.34.3. Upgrades go one minor at
+	// version is the tenant Kubernetes version, e.g. v1.35.4. Upgrades go one minor at
 	// a time; downgrades are refused.
-	// +kubebuilder:default="v1.34.3"
+	// +kubebuilder:default="v1.35.4"
 	// +kubebuilder:validation:MaxLength=20
-	// +kubebuilder:validation:XValidation:rule="self.matches('^v1\\\\.(2[89]|3[0-4])\\\\.(0|[1-9][0-9]{0,3})$')",message="version must look like v1.MINOR.PATCH with a minor from 28 to 34 (the range Cluster API v1.11 supports), e.g. v1.34.3"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^v1\\\\.(3[0-6])\\\\.(0|[1-9][0-9]{0,3})$')",message="version must look like v1.MINOR.PATCH with a minor from 30 to 36 (the range Cluster API v1.13 supports), e.g. v1.35.4"
 	// +kubebuilder:validation:XValidation:rule="!oldSelf.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || !self.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || int(self.split('.')[1]) > int(oldSelf.split('.')[1]) || (int(self.split('.')[1]) == int(oldSelf.split('.')[1]) && int(self.split('.')[2]) >= int(oldSelf.split('.')[2]))",message="version cannot go backwards: downgrades are not supported by kubeadm"
-	// +kubebuilder:validation:XValidation:rule="!oldSelf.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || !self.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1",message="version can move forward by at most one minor at a time (kubeadm's upgrade rule), e.g. v1.33.x to v1.34.x"
+	// +kubebuilder:validation:XValidation:rule="!oldSelf.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || !self.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1",message="version can move forward by at most one minor at a time (kubeadm's upgrade rule), e.g. v1.34.x to v1.35.x"
 	// +optional
 	Version string `json:"version,omitempty"`
 
@@ -277,6 +283,14 @@ type WorkerPool struct {
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	MachineSpec `json:",inline"`
+
+	// version holds the pool at an older Kubernetes version than spec.version, e.g.
+	// while its workloads are checked against the new control plane; empty means
+	// spec.version. At most 3 minors older than spec.version, never newer.
+	// +kubebuilder:validation:MaxLength=20
+	// +kubebuilder:validation:XValidation:rule="self.matches('^v1\\\\.(3[0-6])\\\\.(0|[1-9][0-9]{0,3})$')",message="version must look like v1.MINOR.PATCH with a minor from 30 to 36 (the range Cluster API v1.13 supports), e.g. v1.35.4"
+	// +optional
+	Version string `json:"version,omitempty"`
 
 	// labels are set on the pool's tenant Nodes (kubelet's --node-labels, which
 	// Cluster API takes as at most 1024 characters of key=value,...; the CLI checks
@@ -431,7 +445,8 @@ type NestedClusterStatus struct {
 	// +optional
 	Endpoint string `json:"endpoint,omitempty"`
 
-	// version is the Kubernetes version the control plane runs.
+	// version is the Kubernetes version the control plane runs (the oldest of its
+	// machines while an upgrade rolls).
 	// +optional
 	Version string `json:"version,omitempty"`
 
@@ -470,11 +485,19 @@ type ReplicaStatus struct {
 	// created and those being drained and removed.
 	// +optional
 	Current int32 `json:"current,omitempty"`
+	// upToDate is the number of machines at the current spec (version and VM shape);
+	// less than current while Cluster API rolls machines.
+	// +optional
+	UpToDate int32 `json:"upToDate,omitempty"`
 }
 
 // PoolStatus counts one pool's nodes.
 type PoolStatus struct {
-	Name          string `json:"name"`
+	Name string `json:"name"`
+	// version is the Kubernetes version the pool's machines are rolled to: spec.version
+	// or the version the pool is held at.
+	// +optional
+	Version       string `json:"version,omitempty"`
 	ReplicaStatus `json:",inline"`
 }
 

@@ -62,9 +62,9 @@ func TestInvalidSpecsAreRejected(t *testing.T) {
 		{"duplicate pool names", func(nc *knestv1.NestedCluster) {
 			nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "workers"})
 		}, "Duplicate value"},
-		{"version without v", func(nc *knestv1.NestedCluster) { nc.Spec.Version = "1.34.3" }, "version must look like v1.MINOR.PATCH"},
-		{"version too old", func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.27.4" }, "minor from 28 to 34"},
-		{"version too new", func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.35.0" }, "minor from 28 to 34"},
+		{"version without v", func(nc *knestv1.NestedCluster) { nc.Spec.Version = "1.35.4" }, "version must look like v1.MINOR.PATCH"},
+		{"version too old", func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.29.4" }, "minor from 30 to 36"},
+		{"version too new", func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.37.0" }, "minor from 30 to 36"},
 		{"pod CIDR not a CIDR", func(nc *knestv1.NestedCluster) { nc.Spec.Network.PodCIDR = "10.243.0.0" }, "network.podCIDR must be an IPv4 CIDR"},
 		{"pod CIDR too small", func(nc *knestv1.NestedCluster) { nc.Spec.Network.PodCIDR = "10.243.0.0/28" }, "network.podCIDR must be an IPv4 CIDR with a prefix from /8 to /24"},
 		{"pod CIDR IPv6", func(nc *knestv1.NestedCluster) { nc.Spec.Network.PodCIDR = "fd00::/64" }, "network.podCIDR must be an IPv4 CIDR"},
@@ -154,7 +154,7 @@ func TestServerDefaultsMatchGoDefaults(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	nc := newCluster("defaults", func(nc *knestv1.NestedCluster) {
-		nc.Spec.Workers[0].KernelBoot = &knestv1.KernelBootSpec{Image: "knest/node-kernel:v1.34.3"}
+		nc.Spec.Workers[0].KernelBoot = &knestv1.KernelBootSpec{Image: "knest/node-kernel:" + knestv1.DefaultVersion}
 	})
 	want := nc.DeepCopy()
 	cluster.Default(want)

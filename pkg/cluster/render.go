@@ -114,7 +114,7 @@ func Render(nc *knestv1.NestedCluster, opts Options) (*Graph, error) {
 		KubevirtCluster: r.kubevirtCluster(),
 	}
 	var err error
-	if g.ControlPlaneTemplate, err = r.machineTemplate(knestv1.ControlPlanePool, ControlPlaneName(r.name), nc.Spec.ControlPlane.MachineSpec, nil, nil); err != nil {
+	if g.ControlPlaneTemplate, err = r.machineTemplate(knestv1.ControlPlanePool, ControlPlaneName(r.name), nc.Spec.Version, nc.Spec.ControlPlane.MachineSpec, nil, nil); err != nil {
 		return nil, fmt.Errorf("failed to render control-plane machine template: %w", err)
 	}
 	g.ControlPlane = r.controlPlane(g.ControlPlaneTemplate.Name)
@@ -206,13 +206,13 @@ func (r renderer) kubevirtCluster() *capkv1.KubevirtCluster {
 	return kc
 }
 
-func (r renderer) machineTemplate(pool, base string, m knestv1.MachineSpec, gpus, hostDevices []knestv1.DeviceSpec) (*capkv1.KubevirtMachineTemplate, error) {
+func (r renderer) machineTemplate(pool, base, version string, m knestv1.MachineSpec, gpus, hostDevices []knestv1.DeviceSpec) (*capkv1.KubevirtMachineTemplate, error) {
 	spec := capkv1.KubevirtMachineTemplateSpec{Template: capkv1.KubevirtMachineTemplateResource{Spec: capkv1.KubevirtMachineSpec{
 		VirtualMachineTemplate: vmtemplate.Build(vmtemplate.Input{
 			ClusterName: r.name,
 			Pool:        pool,
-			Machine:     r.withKernelBoot(m),
-			Image:       r.image(m),
+			Machine:     r.withKernelBoot(m, version),
+			Image:       r.image(m, version),
 			GPUs:        gpus,
 			HostDevices: hostDevices,
 
@@ -233,20 +233,20 @@ func (r renderer) machineTemplate(pool, base string, m knestv1.MachineSpec, gpus
 
 // withKernelBoot gives a machine on the default node image the kernel-boot image
 // that goes with it.
-func (r renderer) withKernelBoot(m knestv1.MachineSpec) knestv1.MachineSpec {
+func (r renderer) withKernelBoot(m knestv1.MachineSpec, version string) knestv1.MachineSpec {
 	if m.Image != "" || m.KernelBoot != nil || r.opts.NodeKernelRepository == NoKernelBoot {
 		return m
 	}
-	m.KernelBoot = &knestv1.KernelBootSpec{Image: r.opts.NodeKernelRepository + ":" + r.nc.Spec.Version}
+	m.KernelBoot = &knestv1.KernelBootSpec{Image: r.opts.NodeKernelRepository + ":" + version}
 	defaultKernelBoot(m.KernelBoot)
 	return m
 }
 
-func (r renderer) image(m knestv1.MachineSpec) string {
+func (r renderer) image(m knestv1.MachineSpec, version string) string {
 	if m.Image != "" {
 		return m.Image
 	}
-	return r.opts.NodeImageRepository + ":" + r.nc.Spec.Version
+	return r.opts.NodeImageRepository + ":" + version
 }
 
 func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmControlPlane {
@@ -354,7 +354,8 @@ func probePatches() []bootstrapv1.File {
 
 func (r renderer) pool(p knestv1.WorkerPool) (Pool, error) {
 	name := PoolName(r.name, p.Name)
-	mt, err := r.machineTemplate(p.Name, name, p.MachineSpec, p.GPUs, p.HostDevices)
+	version := PoolVersion(r.nc, p)
+	mt, err := r.machineTemplate(p.Name, name, version, p.MachineSpec, p.GPUs, p.HostDevices)
 	if err != nil {
 		return Pool{}, err
 	}
@@ -379,7 +380,7 @@ func (r renderer) pool(p knestv1.WorkerPool) (Pool, error) {
 				ObjectMeta: clusterv1.ObjectMeta{Labels: machineLabels},
 				Spec: clusterv1.MachineSpec{
 					ClusterName: r.name,
-					Version:     r.nc.Spec.Version,
+					Version:     version,
 					Bootstrap: clusterv1.Bootstrap{ConfigRef: clusterv1.ContractVersionedObjectReference{
 						APIGroup: bootstrapv1.GroupVersion.Group,
 						Kind:     "KubeadmConfigTemplate",

@@ -101,7 +101,7 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	nc.Spec.Network.CNI = knestv1.CNINone
 	nc.Spec.APIServer = knestv1.APIServerSpec{ServiceType: knestv1.ServiceTypeLoadBalancer, Host: "api.example.com", CertSANs: []string{"10.0.0.1"}}
 	nc.Spec.ControlPlane.RootDisk = knestv1.RootDiskSpec{Type: knestv1.RootDiskDataVolume, Size: ptr(resource.MustParse("20Gi")), StorageClassName: "fast"}
-	nc.Spec.ControlPlane.KernelBoot = &knestv1.KernelBootSpec{Image: "knest/node-kernel:v1.34.3"}
+	nc.Spec.ControlPlane.KernelBoot = &knestv1.KernelBootSpec{Image: "knest/node-kernel:" + knestv1.DefaultVersion}
 	nc.Spec.Paused = true
 	cluster.Default(nc)
 
@@ -132,7 +132,7 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	g.Expect(cp.BootstrapCheckSpec.CheckStrategy).To(Equal("none"))
 	vm := cp.VirtualMachineTemplate.Spec
 	g.Expect(vm.DataVolumeTemplates).To(HaveLen(1))
-	g.Expect(*vm.DataVolumeTemplates[0].Spec.Source.Registry.URL).To(Equal("docker://registry.local/knest/node:v1.34.3"))
+	g.Expect(*vm.DataVolumeTemplates[0].Spec.Source.Registry.URL).To(Equal("docker://registry.local/knest/node:" + knestv1.DefaultVersion))
 	g.Expect(*vm.DataVolumeTemplates[0].Spec.Storage.StorageClassName).To(Equal("fast"))
 	g.Expect(vm.Template.Spec.Volumes[0].DataVolume.Name).To(Equal("rootdisk"))
 	g.Expect(vm.Template.Spec.Domain.Firmware.KernelBoot.Container.KernelPath).To(Equal("/boot/vmlinuz"))
@@ -220,4 +220,29 @@ func TestRenderBootsTheDefaultImageByItsKernel(t *testing.T) {
 	graph, err = cluster.Render(demo(), cluster.Options{NodeKernelRepository: cluster.NoKernelBoot})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(firmware(graph.ControlPlaneTemplate)).To(BeNil())
+}
+
+// A pool held at an older version gets machines, a node image and a kernel of that
+// version; it is never rendered newer than spec.version, which the controller lowers
+// while a previous upgrade still rolls.
+func TestRenderHeldPoolVersion(t *testing.T) {
+	g := NewWithT(t)
+	nc := demo()
+	nc.Spec.Version = "v1.35.4"
+	nc.Spec.Workers[0].Version = "v1.34.4"
+	graph, err := cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(graph.ControlPlane.Spec.Version).To(Equal("v1.35.4"))
+	held, other := graph.Pools[0], graph.Pools[1]
+	g.Expect(held.MachineDeployment.Spec.Template.Spec.Version).To(Equal("v1.34.4"))
+	g.Expect(other.MachineDeployment.Spec.Template.Spec.Version).To(Equal("v1.35.4"))
+	vm := held.MachineTemplate.Spec.Template.Spec.VirtualMachineTemplate.Spec.Template.Spec
+	g.Expect(vm.Volumes[0].ContainerDisk.Image).To(Equal("knest/node:v1.34.4"))
+	g.Expect(vm.Domain.Firmware.KernelBoot.Container.Image).To(Equal("knest/node-kernel:v1.34.4"))
+	g.Expect(other.MachineTemplate.Spec.Template.Spec.VirtualMachineTemplate.Spec.Template.Spec.Volumes[0].ContainerDisk.Image).To(Equal("knest/node:v1.35.4"))
+
+	nc.Spec.Version = "v1.34.3" // what the controller renders while v1.34.3 still rolls
+	graph, err = cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(graph.Pools[0].MachineDeployment.Spec.Template.Spec.Version).To(Equal("v1.34.3"))
 }

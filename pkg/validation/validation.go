@@ -18,6 +18,7 @@ import (
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/kubever"
 )
 
 // Limits from the NestedCluster CRD.
@@ -36,7 +37,7 @@ var ControlPlaneReplicas = []int32{1, 3, 5, 7}
 var (
 	dnsLabel   = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
 	dnsName    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-	versionRE  = regexp.MustCompile(`^v1\.(2[89]|3[0-4])\.(0|[1-9][0-9]{0,3})$`)
+	versionRE  = regexp.MustCompile(`^v1\.(3[0-6])\.(0|[1-9][0-9]{0,3})$`)
 	minCPMem   = resource.MustParse("1700Mi")
 	minPoolMem = resource.MustParse("1Gi")
 	maxMem     = resource.MustParse("1Ti")
@@ -130,11 +131,7 @@ const ControlPlaneReplicasMessage = "must be 1, 3, 5 or 7: an even number of etc
 
 func spec(s *knestv1.NestedClusterSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	if p := path.Child("version"); len(s.Version) > 20 {
-		errs = append(errs, field.TooLong(p, s.Version, 20))
-	} else if !versionRE.MatchString(s.Version) {
-		errs = append(errs, field.Invalid(p, s.Version, "version must look like v1.MINOR.PATCH with a minor from 28 to 34 (the range Cluster API v1.11 supports), e.g. "+knestv1.DefaultVersion))
-	}
+	errs = append(errs, Version(s.Version, path.Child("version"))...)
 
 	cp := path.Child("controlPlane")
 	if !ControlPlaneReplicasValid(s.ControlPlane.Replicas) {
@@ -149,6 +146,7 @@ func spec(s *knestv1.NestedClusterSpec, path *field.Path) field.ErrorList {
 	}
 
 	errs = append(errs, workers(s.Workers, path.Child("workers"))...)
+	errs = append(errs, poolSkew(s, path.Child("workers"))...)
 	errs = append(errs, network(&s.Network, path.Child("network"))...)
 	errs = append(errs, apiServer(&s.APIServer, path.Child("apiServer"))...)
 	return errs
@@ -222,6 +220,9 @@ func workers(pools []knestv1.WorkerPool, path *field.Path) field.ErrorList {
 		if r := p.Replicas; r != nil && (*r < 0 || *r > MaxPoolReplicas) {
 			errs = append(errs, field.Invalid(pp.Child("replicas"), *r, fmt.Sprintf("must be from 0 to %d", MaxPoolReplicas)))
 		}
+		if p.Version != "" {
+			errs = append(errs, Version(p.Version, pp.Child("version"))...)
+		}
 		errs = append(errs, machine(&p.MachineSpec, pp)...)
 		if m := p.Memory; m != nil && m.Sign() > 0 && m.Cmp(minPoolMem) < 0 {
 			errs = append(errs, field.Invalid(pp.Child("memory"), m.String(), "a worker pool's memory must be at least 1Gi for kubelet, a runtime and the CNI to fit"))
@@ -230,6 +231,71 @@ func workers(pools []knestv1.WorkerPool, path *field.Path) field.ErrorList {
 		errs = append(errs, taints(p.Taints, pp.Child("taints"))...)
 		errs = append(errs, devices(p.GPUs, pp.Child("gpus"))...)
 		errs = append(errs, devices(p.HostDevices, pp.Child("hostDevices"))...)
+	}
+	return errs
+}
+
+// Version checks a tenant Kubernetes version as the CRD does: v1.MINOR.PATCH within
+// the minors the pinned Cluster API release supports.
+func Version(v string, path *field.Path) field.ErrorList {
+	switch {
+	case len(v) > 20:
+		return field.ErrorList{field.TooLong(path, v, 20)}
+	case !versionRE.MatchString(v):
+		return field.ErrorList{field.Invalid(path, v, kubever.RangeMessage)}
+	}
+	return nil
+}
+
+// poolSkew checks, as the CRD does, that no pool is held newer than spec.version or
+// further behind it than kubelet's skew policy allows.
+func poolSkew(s *knestv1.NestedClusterSpec, path *field.Path) field.ErrorList {
+	cp, err := kubever.Parse(s.Version)
+	if err != nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for i, p := range s.Workers {
+		pv, err := kubever.Parse(p.Version)
+		if p.Version == "" || err != nil {
+			continue
+		}
+		if kubever.CheckPoolSkew(pv, cp) != nil {
+			errs = append(errs, field.Invalid(path.Index(i).Child("version"), p.Version, kubever.PoolSkewMessage))
+		}
+	}
+	return errs
+}
+
+// Update checks a change of old to nc as the CRD's transition rules do: versions move
+// forward, by one minor at most, and a pool never goes back.
+func Update(old, nc *knestv1.NestedCluster) field.ErrorList {
+	errs := NestedCluster(nc)
+	path := field.NewPath("spec", "version")
+	from, errOld := kubever.Parse(old.Spec.Version)
+	to, errNew := kubever.Parse(nc.Spec.Version)
+	if errOld != nil || errNew != nil {
+		return errs
+	}
+	if to.Compare(from) < 0 {
+		errs = append(errs, field.Invalid(path, nc.Spec.Version, kubever.DowngradeMessage))
+	} else if to.Minor > from.Minor+1 {
+		errs = append(errs, field.Invalid(path, nc.Spec.Version, kubever.SkipMinorMessage))
+	}
+	for i, p := range nc.Spec.Workers {
+		pv, err := kubever.Parse(p.Version)
+		if p.Version == "" || err != nil {
+			continue
+		}
+		for _, o := range old.Spec.Workers {
+			if o.Name != p.Name {
+				continue
+			}
+			was, err := kubever.Parse(cluster.PoolVersion(old, o))
+			if err == nil && pv.Compare(was) < 0 {
+				errs = append(errs, field.Invalid(field.NewPath("spec", "workers").Index(i).Child("version"), p.Version, kubever.PoolBackMessage))
+			}
+		}
 	}
 	return errs
 }

@@ -26,3 +26,21 @@ func TestNestedCluster(t *testing.T) {
 		})
 	}
 }
+
+func TestUpdate(t *testing.T) {
+	for _, tt := range validationtest.UpdateCases {
+		t.Run(tt.Name, func(t *testing.T) {
+			g := NewWithT(t)
+			old := validationtest.Valid()
+			tt.Old(old)
+			nc := old.DeepCopy()
+			tt.New(nc)
+			errs := Update(old, nc)
+			if tt.Message == "" {
+				g.Expect(errs).To(BeEmpty())
+				return
+			}
+			g.Expect(errs.ToAggregate().Error()).To(And(ContainSubstring(tt.Field), ContainSubstring(tt.Message)))
+		})
+	}
+}

@@ -38,6 +38,7 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 	if kcp != nil {
 		st.ControlPlane.Ready = ptr.Deref(kcp.Status.ReadyReplicas, 0)
 		st.ControlPlane.Current = ptr.Deref(kcp.Status.Replicas, 0)
+		st.ControlPlane.UpToDate = ptr.Deref(kcp.Status.UpToDateReplicas, 0)
 		st.Version = kcp.Status.Version
 	}
 	st.Workers = nil
@@ -47,6 +48,8 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 		if md := s.pools[p.Name]; md != nil {
 			ps.Ready = ptr.Deref(md.Status.ReadyReplicas, 0)
 			ps.Current = ptr.Deref(md.Status.Replicas, 0)
+			ps.UpToDate = ptr.Deref(md.Status.UpToDateReplicas, 0)
+			ps.Version = md.Spec.Template.Spec.Version
 		}
 		workers.Desired += ps.Desired
 		workers.Ready += ps.Ready

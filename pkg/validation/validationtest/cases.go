@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/kubever"
 )
 
 // Valid returns a valid NestedCluster the cases start from.
@@ -46,7 +47,7 @@ type Case struct {
 var Cases = []Case{
 	{Name: "minimal", Mutate: func(*knestv1.NestedCluster) {}},
 	{Name: "everything set", Mutate: func(nc *knestv1.NestedCluster) {
-		nc.Spec.Version = "v1.28.15"
+		nc.Spec.Version = "v1.30.14"
 		nc.Spec.ControlPlane = knestv1.ControlPlaneSpec{Replicas: 7, MachineSpec: knestv1.MachineSpec{CPU: 4, Memory: qty("1700Mi")}}
 		nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "gpu", Replicas: ptr.To[int32](0),
 			MachineSpec: knestv1.MachineSpec{CPU: 128, Memory: qty("1Gi"), RootDisk: knestv1.RootDiskSpec{Type: knestv1.RootDiskDataVolume, Size: qty("20Gi")}},
@@ -59,9 +60,14 @@ var Cases = []Case{
 	{Name: "name with upper case", Mutate: func(nc *knestv1.NestedCluster) { nc.Name = "Demo" }, Field: "metadata.name", Message: "DNS label"},
 	{Name: "name starting with a digit", Mutate: func(nc *knestv1.NestedCluster) { nc.Name = "1demo" }, Field: "metadata.name", Message: "starting with a letter"},
 	{Name: "name ending with a dash", Mutate: func(nc *knestv1.NestedCluster) { nc.Name = "demo-" }, Field: "metadata.name", Message: "DNS label"},
-	{Name: "version without v", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "1.34.3" }, Field: "spec.version", Message: "v1.MINOR.PATCH"},
-	{Name: "version too old", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.27.0" }, Field: "spec.version", Message: "from 28 to 34"},
-	{Name: "version too new", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.35.0" }, Field: "spec.version", Message: "from 28 to 34"},
+	{Name: "version without v", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "1.35.4" }, Field: "spec.version", Message: "v1.MINOR.PATCH"},
+	{Name: "version too old", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.29.0" }, Field: "spec.version", Message: "from 30 to 36", Shared: true},
+	{Name: "version too new", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.37.0" }, Field: "spec.version", Message: "from 30 to 36", Shared: true},
+	{Name: "pool held one minor back", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.35.4"; nc.Spec.Workers[0].Version = "v1.34.4" }},
+	{Name: "pool held three minors back", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.35.4"; nc.Spec.Workers[0].Version = "v1.32.0" }},
+	{Name: "pool held four minors back", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.35.4"; nc.Spec.Workers[0].Version = "v1.31.9" }, Field: "spec.workers[0].version", Message: kubever.PoolSkewMessage, Shared: true},
+	{Name: "pool newer than the control plane", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.34.4"; nc.Spec.Workers[0].Version = "v1.34.5" }, Field: "spec.workers[0].version", Message: kubever.PoolSkewMessage, Shared: true},
+	{Name: "pool version out of range", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Version = "v1.29.9" }, Field: "spec.workers[0].version", Message: "from 30 to 36", Shared: true},
 	{Name: "two control-plane nodes", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Replicas = 2 }, Field: "spec.controlPlane.replicas", Message: "1, 3, 5 or 7"},
 	{Name: "nine control-plane nodes", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Replicas = 9 }, Field: "spec.controlPlane.replicas", Message: "1, 3, 5 or 7"},
 	{Name: "control plane with one CPU", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.CPU = 1 }, Field: "spec.controlPlane.cpu", Message: "at least 2"},
@@ -105,7 +111,7 @@ var Cases = []Case{
 			nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "p" + strings.Repeat("a", i)})
 		}
 	}, Field: "spec.workers", Message: "Too many"},
-	{Name: "version with a leading zero", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.34.03" }, Field: "spec.version", Message: "v1.MINOR.PATCH", Shared: true},
+	{Name: "version with a leading zero", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.35.04" }, Field: "spec.version", Message: "v1.MINOR.PATCH", Shared: true},
 	{Name: "pool named cp", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Name = "cp" }, Field: "spec.workers[0].name", Message: "pool name cp is reserved", Shared: true},
 	{Name: "worker with 2Ti", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Memory = qty("2Ti") }, Field: "spec.workers[0]", Message: "memory must be at most 1Ti", Shared: true},
 	{Name: "control plane with 2Ti", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Memory = qty("2Ti") }, Field: "spec.controlPlane", Message: "memory must be at most 1Ti", Shared: true},
@@ -155,4 +161,44 @@ var Cases = []Case{
 	{Name: "device without a resource name", Mutate: func(nc *knestv1.NestedCluster) {
 		nc.Spec.Workers[0].GPUs = []knestv1.DeviceSpec{{Name: "gpu1"}}
 	}, Field: "spec.workers[0].gpus[0].deviceName", Message: "Required"},
+}
+
+// UpdateCase is a change from one valid NestedCluster to another spec.
+type UpdateCase struct {
+	Name     string
+	Old, New func(*knestv1.NestedCluster)
+	// Field and Message as in Case; the API server's transition rules say the same.
+	Field, Message string
+}
+
+// UpdateCases are version changes the CRD's transition rules allow or refuse;
+// pkg/validation's Update and the API server are held to the same.
+var UpdateCases = []UpdateCase{
+	{Name: "patch upgrade", Old: version("v1.34.3"), New: version("v1.34.4")},
+	{Name: "minor upgrade", Old: version("v1.34.4"), New: version("v1.35.4")},
+	{Name: "minor upgrade holding a pool", Old: version("v1.34.4"), New: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = "v1.34.4"
+	}},
+	{Name: "held pool catches up", Old: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = "v1.34.4"
+	}, New: version("v1.35.4")},
+	{Name: "downgrade", Old: version("v1.35.4"), New: version("v1.35.3"), Field: "spec.version", Message: kubever.DowngradeMessage},
+	{Name: "skipping a minor", Old: version("v1.34.4"), New: version("v1.36.0"), Field: "spec.version", Message: kubever.SkipMinorMessage},
+	{Name: "holding a pool below what it runs", Old: version("v1.35.4"), New: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = "v1.34.4"
+	}, Field: "spec.workers[0].version", Message: kubever.PoolBackMessage},
+	{Name: "held pool going back", Old: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = "v1.34.4"
+	}, New: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = "v1.34.3"
+	}, Field: "spec.workers[0].version", Message: kubever.PoolBackMessage},
+}
+
+func version(v string) func(*knestv1.NestedCluster) {
+	return func(nc *knestv1.NestedCluster) { nc.Spec.Version = v }
 }

@@ -42,3 +42,30 @@ func TestValidationMatchesTheAPIServer(t *testing.T) {
 		})
 	}
 }
+
+// TestUpdateValidationMatchesTheAPIServer holds the CRD's transition rules (versions
+// forward, one minor at a time, pools never back) and validation.Update to the same
+// cases.
+func TestUpdateValidationMatchesTheAPIServer(t *testing.T) {
+	ns := newNamespace(t)
+	for i, tt := range validationtest.UpdateCases {
+		t.Run(tt.Name, func(t *testing.T) {
+			g := NewWithT(t)
+			old := validationtest.Valid()
+			old.Namespace, old.Name = ns, fmt.Sprintf("update-%d", i)
+			tt.Old(old)
+			g.Expect(env.Client.Create(t.Context(), old)).To(Succeed())
+			nc := old.DeepCopy()
+			tt.New(nc)
+			local := validation.Update(old, nc)
+			err := env.Client.Update(t.Context(), nc)
+			if tt.Message == "" {
+				g.Expect(local).To(BeEmpty())
+				g.Expect(err).NotTo(HaveOccurred(), "the API server must accept what knest accepts")
+				return
+			}
+			g.Expect(local.ToAggregate()).To(MatchError(ContainSubstring(tt.Message)))
+			g.Expect(err).To(MatchError(ContainSubstring(tt.Message)), "the API server must say what knest says")
+		})
+	}
+}

@@ -1,0 +1,98 @@
+// Package kubever compares the Kubernetes versions a NestedCluster names
+// (v1.MINOR.PATCH) and applies the rules between them: one minor at a time forward,
+// never backward, kubelets at most MaxKubeletSkew minors behind the control plane.
+package kubever
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+)
+
+var re = regexp.MustCompile(`^v1\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)$`)
+
+// Version is a parsed v1.MINOR.PATCH.
+type Version struct{ Minor, Patch int }
+
+// Parse reads v1.MINOR.PATCH; anything else is an error.
+func Parse(s string) (Version, error) {
+	m := re.FindStringSubmatch(s)
+	if m == nil {
+		return Version{}, fmt.Errorf("%q is not a Kubernetes version of the form v1.MINOR.PATCH, e.g. %s", s, knestv1.DefaultVersion)
+	}
+	minor, err1 := strconv.Atoi(m[1])
+	patch, err2 := strconv.Atoi(m[2])
+	if err1 != nil || err2 != nil {
+		return Version{}, fmt.Errorf("%q has a minor or patch out of range", s)
+	}
+	return Version{Minor: minor, Patch: patch}, nil
+}
+
+func (v Version) String() string { return fmt.Sprintf("v1.%d.%d", v.Minor, v.Patch) }
+
+// Compare returns -1, 0 or 1 as v is older than, equal to or newer than w.
+func (v Version) Compare(w Version) int {
+	switch {
+	case v.Minor != w.Minor:
+		return sign(v.Minor - w.Minor)
+	default:
+		return sign(v.Patch - w.Patch)
+	}
+}
+
+func sign(n int) int {
+	switch {
+	case n < 0:
+		return -1
+	case n > 0:
+		return 1
+	}
+	return 0
+}
+
+// Older returns the older of two version strings; one that does not parse loses to
+// one that does, so a typo never wins over a real version.
+func Older(a, b string) string {
+	va, errA := Parse(a)
+	vb, errB := Parse(b)
+	switch {
+	case errA != nil:
+		return b
+	case errB != nil:
+		return a
+	case va.Compare(vb) <= 0:
+		return a
+	}
+	return b
+}
+
+// Messages shared with the CRD's rules (the validation tests hold both to them).
+const (
+	DowngradeMessage   = "version cannot go backwards: downgrades are not supported by kubeadm"
+	SkipMinorMessage   = "version can move forward by at most one minor at a time (kubeadm's upgrade rule), e.g. v1.34.x to v1.35.x"
+	PoolSkewMessage    = "a worker pool's version must be no newer than spec.version and at most 3 minors older (Kubernetes' kubelet skew policy), e.g. v1.34.4 with spec.version v1.35.4"
+	PoolBackMessage    = "a worker pool's version cannot go backwards (nodes cannot be downgraded); hold a pool at the version it runs, e.g. the previous spec.version"
+	RangeMessage       = "version must look like v1.MINOR.PATCH with a minor from 30 to 36 (the range Cluster API v1.13 supports), e.g. " + knestv1.DefaultVersion
+	MinMinor, MaxMinor = 30, 36
+)
+
+// CheckUpgrade says why a control plane at from cannot move to to, or returns nil.
+func CheckUpgrade(from, to Version) error {
+	switch {
+	case to.Compare(from) < 0:
+		return fmt.Errorf("%s: %s is older than %s", DowngradeMessage, to, from)
+	case to.Minor > from.Minor+1:
+		return fmt.Errorf("%s: %s skips from %s", SkipMinorMessage, to, from)
+	}
+	return nil
+}
+
+// CheckPoolSkew says why a pool at pool cannot run under a control plane at cp.
+func CheckPoolSkew(pool, cp Version) error {
+	if pool.Compare(cp) > 0 || pool.Minor+knestv1.MaxKubeletSkew < cp.Minor {
+		return fmt.Errorf("%s: pool %s, spec.version %s", PoolSkewMessage, pool, cp)
+	}
+	return nil
+}
