@@ -14,7 +14,9 @@ KIND_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "sigs.k8s.io/k
 KIND := $(KIND_DIR)/bin/kind-$(KIND_VERSION)
 # docker or podman; empty: docker when its engine answers, else podman.
 KIND_ENGINE ?=
-KIND_NODE_DIR := $(KNEST_CACHE)/node-image/kind/$(NODE_KUBE_VERSION)
+# The kind host runs the test bed's Kubernetes (v1.34: kubelet v1.35+ refuses these
+# cgroup v1 hosts); tenants run NODE_KUBE_VERSION.
+KIND_NODE_DIR := $(KNEST_CACHE)/node-image/kind/$(KUBE_VERSION)
 PROVIDERS_INSTALL := $(PROVIDERS_DIR)/install
 E2E_KIND_TIMEOUT ?= 180m
 # The suite's logs and timeline report, kept after the cluster is gone.
@@ -28,7 +30,7 @@ KIND_ENV_FILE ?= $(KIND_DIR)/$(KIND_CLUSTER).env
 KIND_ENV := KNEST_CACHE=$(KNEST_CACHE) GO=$(GO) KIND=$(KIND) KIND_ENGINE=$(KIND_ENGINE) KIND_CLUSTER=$(KIND_CLUSTER) \
 	KIND_KUBECONFIG=$(KIND_KUBECONFIG) KIND_ENV_FILE=$(KIND_ENV_FILE) \
 	KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) CAPI_VERSION=$(CAPI_VERSION) CAPK_VERSION=$(CAPK_VERSION) \
-	NODE_KUBE_VERSION=$(NODE_KUBE_VERSION) NODE_IMAGE_DIR=$(NODE_IMAGE_DIR) KIND_NODE_DIR=$(KIND_NODE_DIR) \
+	NODE_KUBE_VERSION=$(NODE_KUBE_VERSION) KIND_KUBE_VERSION=$(KUBE_VERSION) NODE_IMAGE_DIR=$(NODE_IMAGE_DIR) KIND_NODE_DIR=$(KIND_NODE_DIR) \
 	KUBEVIRT_DIR=$(KUBEVIRT_DIR) PROVIDERS_DIR=$(PROVIDERS_DIR) PROVIDERS_INSTALL=$(PROVIDERS_INSTALL)
 
 .PHONY: kind-tools
@@ -47,7 +49,7 @@ $(KIND):
 
 .PHONY: kind-node-image
 kind-node-image: node-image-tools ## Build the kind node image (tenant node base, kind's node files, kube-router), offline.
-	KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$(NODE_KUBE_VERSION) GO=$(GO) KNEST_KIND_NODE=true nice -n 10 images/build.sh
+	KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$(KUBE_VERSION) GO=$(GO) KNEST_KIND_NODE=true nice -n 10 images/build.sh
 
 # The Cluster API and CAPK install manifests, without cert-manager (hack/tools/kind/providers).
 $(PROVIDERS_INSTALL)/components.yaml: $(KIND_TOOLS)/providers/go.mod $(wildcard $(KIND_TOOLS)/providers/*.go)
@@ -58,7 +60,7 @@ $(PROVIDERS_INSTALL)/components.yaml: $(KIND_TOOLS)/providers/go.mod $(wildcard 
 # Its tests apply the output to a real API server with a real kubectl (the test bed's).
 .PHONY: kind-providers-test
 kind-providers-test: testbin node-image
-	cd $(KIND_TOOLS)/providers && KNEST_TESTBIN=$(abspath $(TESTBIN_DIR)) KUBECTL=$(KNEST_CACHE)/node-image/kube/$(NODE_KUBE_VERSION)/kubectl \
+	cd $(KIND_TOOLS)/providers && KNEST_TESTBIN=$(abspath $(TESTBIN_DIR)) KUBECTL=$(KNEST_CACHE)/node-image/kube/$(KUBE_VERSION)/kubectl \
 		$(GO) test -count=1 .
 
 KIND_PREREQS := kind-tools kind-node-image node-image kubevirt-images providers kind-providers-test \

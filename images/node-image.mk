@@ -4,7 +4,11 @@
 
 ##@ Node image
 
-NODE_KUBE_VERSION ?= $(KUBE_VERSION)
+# The tenant Kubernetes versions knest builds node images for, oldest first; the last
+# is the default tenant version (knestv1.DefaultVersion) and what `make node-image`,
+# `make e2e` and `make demo` build. `make node-images` builds them all.
+NODE_KUBE_VERSIONS := v1.34.4 v1.35.4
+NODE_KUBE_VERSION ?= $(lastword $(NODE_KUBE_VERSIONS))
 NODE_IMAGE_DIR := $(KNEST_CACHE)/node-image/out/$(NODE_KUBE_VERSION)
 NODE_IMAGE_TEST_TIMEOUT ?= 120m
 NODE_IMAGE_TEST_FLAGS ?=
@@ -18,8 +22,14 @@ node-image-tools: ## Install what the node image build needs (mmdebstrap, e2fspr
 	$(call apt-ensure,$(NODE_IMAGE_TOOLS))
 
 .PHONY: node-image
-node-image: node-image-tools ## Build the node image for NODE_KUBE_VERSION (default KUBE_VERSION) offline.
+node-image: node-image-tools ## Build the node image for NODE_KUBE_VERSION (default: the newest of NODE_KUBE_VERSIONS) offline.
 	KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$(NODE_KUBE_VERSION) GO=$(GO) nice -n 10 images/build.sh
+
+.PHONY: node-images
+node-images: node-image-tools ## Build the node image of every version in NODE_KUBE_VERSIONS (for upgrades).
+	for v in $(NODE_KUBE_VERSIONS); do \
+		KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$$v GO=$(GO) nice -n 10 images/build.sh; \
+	done
 
 .PHONY: node-image-test
 node-image-test: node-image host-tools ## Boot the node image under qemu: kubeadm init, join, pods, no pulls.

@@ -13,16 +13,18 @@ KIND=${KIND:-$KNEST_CACHE/kind/bin/kind}
 KIND_ENGINE=${KIND_ENGINE:-}
 
 KUBEVIRT_VERSION=${KUBEVIRT_VERSION:-v1.7.0}
-CAPI_VERSION=${CAPI_VERSION:-v1.11.4}
+CAPI_VERSION=${CAPI_VERSION:-v1.13.6}
 CAPK_VERSION=${CAPK_VERSION:-v0.11.2}
 
 # What make builds offline: the tenant node image (make node-image), the kind node
 # (make kind-node-image), KubeVirt's images and operator manifest (make
 # kubevirt-images), the provider managers (make providers) and their install manifests.
-NODE_KUBE_VERSION=${NODE_KUBE_VERSION:-v1.34.3}
+NODE_KUBE_VERSION=${NODE_KUBE_VERSION:-v1.35.4}
 NODE_IMAGE_DIR=${NODE_IMAGE_DIR:-$KNEST_CACHE/node-image/out/$NODE_KUBE_VERSION}
-KIND_NODE_DIR=${KIND_NODE_DIR:-$KNEST_CACHE/node-image/kind/$NODE_KUBE_VERSION}
-KUBE_BIN_DIR=${KUBE_BIN_DIR:-$KNEST_CACHE/node-image/kube/$NODE_KUBE_VERSION}
+# The kind host itself stays at v1.34 (kubelet v1.35+ refuses cgroup v1 hosts).
+KIND_KUBE_VERSION=${KIND_KUBE_VERSION:-v1.34.4}
+KIND_NODE_DIR=${KIND_NODE_DIR:-$KNEST_CACHE/node-image/kind/$KIND_KUBE_VERSION}
+KUBE_BIN_DIR=${KUBE_BIN_DIR:-$KNEST_CACHE/node-image/kube/$KIND_KUBE_VERSION}
 KUBEVIRT_DIR=${KUBEVIRT_DIR:-$KNEST_CACHE/kubevirt/$KUBEVIRT_VERSION}
 PROVIDERS_DIR=${PROVIDERS_DIR:-$KNEST_CACHE/providers/capi-$CAPI_VERSION-capk-$CAPK_VERSION}
 PROVIDERS_INSTALL=${PROVIDERS_INSTALL:-$PROVIDERS_DIR/install}
