@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,27 +36,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// apply creates every object of a manifest file.
-func apply(t *testing.T, path string) []client.Object {
+// apply creates the objects of a manifest of knest's config.
+func apply(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
-	g := NewWithT(t)
-	f, err := os.Open(path)
-	g.Expect(err).NotTo(HaveOccurred())
-	defer f.Close()
-	var objs []client.Object
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			break
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		g.Expect(env.Client.Create(t.Context(), u)).To(Succeed(), "%s %s", u.GetKind(), u.GetName())
-		objs = append(objs, u)
-	}
-	g.Expect(objs).NotTo(BeEmpty(), path)
+	objs, err := env.Apply(t.Context(), path, nil)
+	NewWithT(t).Expect(err).NotTo(HaveOccurred())
 	return objs
 }
 
@@ -80,15 +63,15 @@ func TestNodeVersionsPolicy(t *testing.T) {
 	ctx := t.Context()
 	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "knest-system"}})).To(Succeed())
 	g.Expect(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenants"}})).To(Succeed())
-	apply(t, "node_versions_policy.yaml")
+	apply(t, "config/admission/node_versions_policy.yaml")
 
 	// Without the host's list every version the CRD allows is admitted. The policy
 	// takes effect asynchronously; a create refused later would be the list's doing.
 	g.Expect(env.Client.Create(ctx, cluster("tenants", "unlisted", "v1.36.0"))).To(Succeed())
 
-	cm := apply(t, "../manager/node_versions.yaml")[0]
+	cm := apply(t, "config/manager/node_versions.yaml")[0]
 	listed := "v1.34.4 v1.35.4"
-	g.Expect(cm.(*unstructured.Unstructured).Object["data"]).To(HaveKeyWithValue("versions", listed), "the list this release ships")
+	g.Expect(cm.Object["data"]).To(HaveKeyWithValue("versions", listed), "the list this release ships")
 
 	// Once the policy and its parameter are in force, a version without an image is refused.
 	g.Eventually(func() error {
@@ -129,7 +112,7 @@ func TestNodeVersionsPolicy(t *testing.T) {
 		nc.Spec.Workers[1].Version = "v1.34.4"
 		g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 		// The host retires v1.34.4's image; the cluster can still be scaled.
-		u := cm.(*unstructured.Unstructured)
+		u := cm
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(u), u)).To(Succeed())
 		g.Expect(unstructured.SetNestedField(u.Object, "v1.35.4", "data", "versions")).To(Succeed())
 		g.Expect(env.Client.Update(ctx, u)).To(Succeed())

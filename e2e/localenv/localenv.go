@@ -40,6 +40,9 @@ type Env struct {
 	StandIn   *standin.StandIn
 	// LogDir holds one log per component (knest.log for the controller and stand-in).
 	LogDir string
+	// NodeVersions are the Kubernetes versions with a node image, oldest first; the
+	// host's admission policy refuses clusters at any other.
+	NodeVersions []string
 
 	mu         sync.Mutex
 	stopCtrl   context.CancelFunc
@@ -79,6 +82,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 
 	if e.Host, err = testenv.Start(ctx); err != nil {
 		return nil, fmt.Errorf("test bed: %w", err)
+	}
+	if e.NodeVersions, err = installNodeVersions(ctx, e.Host, opts.ImagesDir); err != nil {
+		return nil, fmt.Errorf("node image list: %w", err)
 	}
 	if e.Providers, err = providers.Start(ctx, e.Host, providers.Options{LogDir: e.LogDir}); err != nil {
 		return nil, fmt.Errorf("cluster API providers: %w", err)
