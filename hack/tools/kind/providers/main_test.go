@@ -20,9 +20,9 @@ import (
 // The images `make e2e-kind` builds from the managers of hack/providers.mk, by
 // clusterctl's provider label (cluster.x-k8s.io/provider).
 var wantImages = map[string]string{
-	"cluster-api":             "knest.local/cluster-api-controller:v1.11.4",
-	"bootstrap-kubeadm":       "knest.local/kubeadm-bootstrap-controller:v1.11.4",
-	"control-plane-kubeadm":   "knest.local/kubeadm-control-plane-controller:v1.11.4",
+	"cluster-api":             "knest.local/cluster-api-controller:v1.13.6",
+	"bootstrap-kubeadm":       "knest.local/kubeadm-bootstrap-controller:v1.13.6",
+	"control-plane-kubeadm":   "knest.local/kubeadm-control-plane-controller:v1.13.6",
 	"infrastructure-kubevirt": "knest.local/capk-manager:v0.11.2",
 }
 
@@ -310,9 +310,9 @@ func TestInventory(t *testing.T) {
 	dir := generated(t)
 	objs, _ := readObjs(t, filepath.Join(dir, inventoryFile))
 	want := map[string]string{ // namespace/name: type version
-		"capi-system/cluster-api":                                 "CoreProvider v1.11.4",
-		"capi-kubeadm-bootstrap-system/bootstrap-kubeadm":         "BootstrapProvider v1.11.4",
-		"capi-kubeadm-control-plane-system/control-plane-kubeadm": "ControlPlaneProvider v1.11.4",
+		"capi-system/cluster-api":                                 "CoreProvider v1.13.6",
+		"capi-kubeadm-bootstrap-system/bootstrap-kubeadm":         "BootstrapProvider v1.13.6",
+		"capi-kubeadm-control-plane-system/control-plane-kubeadm": "ControlPlaneProvider v1.13.6",
 		"capk-system/infrastructure-kubevirt":                     "InfrastructureProvider v0.11.2",
 	}
 	if len(objs) != len(want) {
