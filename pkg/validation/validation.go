@@ -260,8 +260,8 @@ func poolSkew(s *knestv1.NestedClusterSpec, path *field.Path) field.ErrorList {
 		if p.Version == "" || err != nil {
 			continue
 		}
-		if kubever.CheckPoolSkew(pv, cp) != nil {
-			errs = append(errs, field.Invalid(path.Index(i).Child("version"), p.Version, kubever.PoolSkewMessage))
+		if err := kubever.CheckPoolSkew(pv, cp); err != nil {
+			errs = append(errs, field.Invalid(path.Index(i).Child("version"), p.Version, err.Error()))
 		}
 	}
 	return errs
@@ -277,10 +277,8 @@ func Update(old, nc *knestv1.NestedCluster) field.ErrorList {
 	if errOld != nil || errNew != nil {
 		return errs
 	}
-	if to.Compare(from) < 0 {
-		errs = append(errs, field.Invalid(path, nc.Spec.Version, kubever.DowngradeMessage))
-	} else if to.Minor > from.Minor+1 {
-		errs = append(errs, field.Invalid(path, nc.Spec.Version, kubever.SkipMinorMessage))
+	if err := kubever.CheckUpgrade(from, to); err != nil {
+		errs = append(errs, field.Invalid(path, nc.Spec.Version, err.Error()))
 	}
 	for i, p := range nc.Spec.Workers {
 		pv, err := kubever.Parse(p.Version)
