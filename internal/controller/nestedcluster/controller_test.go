@@ -291,7 +291,9 @@ func TestStatusSummarizesClusterAPI(t *testing.T) {
 		g.Expect(nc.Status.Endpoint).To(Equal("https://10.96.12.34:6443"))
 		g.Expect(nc.Status.KubeconfigSecretName).To(Equal("status-kubeconfig"))
 		g.Expect(nc.Status.Version).To(Equal(knestv1.DefaultVersion))
-		g.Expect(nc.Status.Workers).To(Equal([]knestv1.PoolStatus{{Name: "workers", ReplicaStatus: knestv1.ReplicaStatus{Desired: 1, Ready: 1, Current: 1}}}))
+		g.Expect(nc.Status.ControlPlane).To(Equal(knestv1.ReplicaStatus{Desired: 1, Ready: 1, Current: 1, UpToDate: 1}))
+		g.Expect(nc.Status.Workers).To(Equal([]knestv1.PoolStatus{{Name: "workers", Version: knestv1.DefaultVersion,
+			ReplicaStatus: knestv1.ReplicaStatus{Desired: 1, Ready: 1, Current: 1, UpToDate: 1}}}))
 	}, timeout, interval).Should(Succeed())
 
 	// Growing the pool makes it Scaling, not Provisioning again.
