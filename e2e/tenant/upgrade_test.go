@@ -279,10 +279,12 @@ func expectStatusAt(t *testing.T, key client.ObjectKey, version string) {
 		g.Expect(s.host.Get(t.Context(), key, nc)).To(Succeed())
 		g.Expect(nc.Status.Version).To(Equal(version), "status.version")
 		cp := nc.Status.ControlPlane
+		g.Expect(cp.Desired).To(BeNumerically(">", 0), "control plane desired")
 		g.Expect([]int32{cp.Ready, cp.Current, cp.UpToDate}).To(HaveEach(cp.Desired), "control plane ready, current, up to date vs desired")
 		g.Expect(nc.Status.Workers).To(HaveLen(len(nc.Spec.Workers)), "a status per pool")
 		for _, p := range nc.Status.Workers {
 			g.Expect(p.Version).To(Equal(version), "pool %s", p.Name)
+			g.Expect(p.Desired).To(BeNumerically(">", 0), "pool %s desired", p.Name)
 			g.Expect([]int32{p.Ready, p.Current, p.UpToDate}).To(HaveEach(p.Desired), "pool %s ready, current, up to date vs desired", p.Name)
 		}
 		g.Expect(nc.Status.Conditions).To(ContainElement(And(HaveField("Type", knestv1.ReadyCondition), HaveField("Status", metav1.ConditionTrue))))
