@@ -1,8 +1,10 @@
 # The local host environment with real VMs, included from the top-level Makefile after
 # images/node-image.mk and hack/providers.mk: `make demo` (the README's main command),
-# `make e2e` (in .ci/run) and `make e2e-full`. Package e2e/localenv brings up the test
-# bed, the Cluster API and CAPK managers, the KubeVirt stand-in (e2e/standin) and
-# knest's controller; docs/e2e.md says what the stand-in does differently from KubeVirt.
+# `make e2e` (in .ci/run), `make e2e-upgrade` and `make e2e-full`. Package e2e/localenv
+# brings up the test bed, the Cluster API and CAPK managers, the KubeVirt stand-in
+# (e2e/standin) and knest's controller; docs/e2e.md says what the stand-in does
+# differently from KubeVirt. The suite e2e/tenant has two tests, each run by its own
+# target: TestTenantCluster (e2e, e2e-full) and TestUpgrade (e2e-upgrade, e2e-full).
 
 ##@ Local host environment with real VMs
 
@@ -14,6 +16,10 @@ KNEST_E2E_FULL ?=
 KNEST_E2E_SECOND_CLUSTER ?=
 # Keeps VM consoles, component logs and the timeline report (default: a temp dir).
 E2E_STATE_DIR ?= $(KNEST_CACHE)/e2e/last-run
+# make e2e-upgrade: a cluster at the oldest of NODE_KUBE_VERSIONS upgraded to the
+# newest. Create (up to 50 min), upgrade (up to 90) and delete.
+E2E_UPGRADE_TIMEOUT ?= 150m
+E2E_UPGRADE_STATE_DIR ?= $(KNEST_CACHE)/e2e/upgrade-last-run
 KUBECTL := $(KNEST_CACHE)/node-image/kube/$(NODE_KUBE_VERSION)/kubectl
 NODE_IMAGES_DIR := $(KNEST_CACHE)/node-image/out
 LOCALENV_ENV := KNEST_TESTBIN=$(TESTBIN_DIR) KNEST_KUBEVIRT_CRDS=$(KUBEVIRT_CRDS_DIR) \
@@ -53,8 +59,16 @@ demo-down: ## Stop the local host environment: every VM, manager and the test be
 e2e: testbin providers node-image host-tools ## Create, scale and delete a tenant cluster of real VMs with the CLI (in .ci/run).
 	rm -rf $(E2E_STATE_DIR) && mkdir -p $(E2E_STATE_DIR)
 	$(LOCALENV_ENV) KNEST_E2E_STATE_DIR=$(E2E_STATE_DIR) KNEST_E2E_FULL=$(KNEST_E2E_FULL) KNEST_E2E_SECOND_CLUSTER=$(KNEST_E2E_SECOND_CLUSTER) \
-		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) $(GO_TEST_FLAGS) ./e2e/tenant
+		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run '^TestTenantCluster$$' $(GO_TEST_FLAGS) ./e2e/tenant
+
+.PHONY: e2e-upgrade
+e2e-upgrade: testbin providers node-images host-tools ## Upgrade a tenant cluster of real VMs (oldest → newest of NODE_KUBE_VERSIONS) while a workload is polled; report its disruption.
+	rm -rf $(E2E_UPGRADE_STATE_DIR) && mkdir -p $(E2E_UPGRADE_STATE_DIR)
+	$(LOCALENV_ENV) KNEST_E2E_STATE_DIR=$(E2E_UPGRADE_STATE_DIR) \
+		KNEST_E2E_UPGRADE_FROM=$(firstword $(NODE_KUBE_VERSIONS)) KNEST_E2E_UPGRADE_TO=$(lastword $(NODE_KUBE_VERSIONS)) \
+		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_UPGRADE_TIMEOUT) -run '^TestUpgrade$$' $(GO_TEST_FLAGS) ./e2e/tenant
 
 .PHONY: e2e-full
-e2e-full: ## As e2e, plus a second cluster at once, a controller restart mid-create and a killed worker VM.
+e2e-full: ## As e2e, plus a second cluster at once, a controller restart mid-create and a killed worker VM; then e2e-upgrade.
 	$(MAKE) e2e KNEST_E2E_FULL=1 E2E_TIMEOUT=240m
+	$(MAKE) e2e-upgrade

@@ -92,11 +92,13 @@ KIND_HOST_CHECKS := rm -rf $(E2E_KIND_STATE_DIR) && mkdir -p $(E2E_KIND_STATE_DI
 kind-checks: $(KIND_PREREQS) ## Bring up the kind host, boot a node VM under real KubeVirt, check isolation by its enforcer.
 	$(KIND_HOST_CHECKS)
 
+# Only TestTenantCluster: TestUpgrade needs the node images of two versions, and
+# up.sh loads one (KNEST_E2E_NODE_IMAGE pins it).
 .PHONY: e2e-kind
-e2e-kind: $(KIND_PREREQS) ## The kind checks, then the e2e suite against real KubeVirt in kind (KEEP=1 keeps the cluster; KNEST_E2E_FULL=1).
+e2e-kind: $(KIND_PREREQS) ## The kind checks, then the e2e suite (TestTenantCluster) against real KubeVirt in kind (KEEP=1 keeps the cluster; KNEST_E2E_FULL=1).
 	$(KIND_HOST_CHECKS); \
 	if [ "$$KNEST_KIND_BRIDGE_BINDING" != ok ]; then \
 		echo "e2e-kind: KubeVirt's bridge binding cannot work here ($$KNEST_KIND_BRIDGE_BINDING: the kernel has no dummy network driver, CONFIG_DUMMY); the tenant suite needs it (docs/e2e.md)" >&2; exit 1; \
 	fi; \
 	KNEST_E2E_STATE_DIR=$(E2E_KIND_STATE_DIR) KNEST_E2E_FULL=$(KNEST_E2E_FULL) \
-		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_KIND_TIMEOUT) $(GO_TEST_FLAGS) ./e2e/tenant/...
+		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_KIND_TIMEOUT) -run '^TestTenantCluster$$' $(GO_TEST_FLAGS) ./e2e/tenant/...

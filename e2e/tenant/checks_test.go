@@ -72,40 +72,15 @@ type tenant struct {
 }
 
 // portForward listens on a local port and forwards each connection to port 6443 of
-// the control-plane VMI through KubeVirt's portforward subresource (what `virtctl
-// port-forward` uses: a websocket with subprotocol plain.kubevirt.io carrying the raw
-// bytes). A pod port-forward would not do: the guest owns the virt-launcher pod's IP,
-// not its localhost. Written here rather than with kubevirt.io/client-go, which would
-// bring its whole dependency tree into the main module for one test helper.
+// a running control-plane VMI, looked up per connection so that the forward follows
+// the control plane when an upgrade replaces its machine. A pod port-forward would
+// not do: the guest owns the virt-launcher pod's IP, not its localhost.
 func portForward(t *testing.T, key client.ObjectKey) int {
 	t.Helper()
 	ctx := t.Context()
-	vmis := &kubevirtv1.VirtualMachineInstanceList{}
-	if err := s.host.List(ctx, vmis, client.InNamespace(key.Namespace), client.MatchingLabels{
-		clusterv1.ClusterNameLabel: key.Name, "cluster.x-k8s.io/role": "control-plane",
-	}); err != nil || len(vmis.Items) == 0 {
-		t.Fatalf("no control-plane VMI of %s (err %v)", key, err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
-	if err != nil {
+	if _, err := controlPlaneVMI(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	tlsConfig, err := rest.TLSConfigFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(cfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Scheme = strings.Replace(u.Scheme, "http", "ws", 1)
-	u.Path = fmt.Sprintf("/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachineinstances/%s/portforward/6443/tcp", key.Namespace, vmis.Items[0].Name)
-	header := http.Header{}
-	if cfg.BearerToken != "" {
-		header.Set("Authorization", "Bearer "+cfg.BearerToken)
-	}
-	dialer := websocket.Dialer{TLSClientConfig: tlsConfig, Subprotocols: []string{"plain.kubevirt.io"}, HandshakeTimeout: 30 * time.Second}
-
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -119,38 +94,94 @@ func portForward(t *testing.T, key client.ObjectKey) int {
 			}
 			go func() {
 				defer c.Close()
-				ws, _, err := dialer.Dial(u.String(), header)
+				vmi, err := controlPlaneVMI(ctx, key)
 				if err != nil {
-					t.Logf("port-forward to %s: %v", u.Path, err)
+					t.Logf("port-forward: %v", err)
+					return
+				}
+				ws, err := vmiPortForward(ctx, vmi, cluster.APIServerPort)
+				if err != nil {
+					t.Logf("port-forward to %s: %v", vmi.Name, err)
 					return
 				}
 				defer ws.Close()
-				go func() {
-					buf := make([]byte, 32*1024)
-					for {
-						n, err := c.Read(buf)
-						if n > 0 && ws.WriteMessage(websocket.BinaryMessage, buf[:n]) != nil {
-							return
-						}
-						if err != nil {
-							_ = ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
-							return
-						}
-					}
-				}()
-				for {
-					_, r, err := ws.NextReader()
-					if err != nil {
-						return
-					}
-					if _, err := io.Copy(c, r); err != nil {
-						return
-					}
-				}
+				splice(c, ws)
 			}()
 		}
 	}()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// controlPlaneVMI returns a running control-plane VMI of the cluster that is not
+// being deleted.
+func controlPlaneVMI(ctx context.Context, key client.ObjectKey) (*kubevirtv1.VirtualMachineInstance, error) {
+	vmis := &kubevirtv1.VirtualMachineInstanceList{}
+	if err := s.host.List(ctx, vmis, client.InNamespace(key.Namespace), client.MatchingLabels{
+		clusterv1.ClusterNameLabel: key.Name, "cluster.x-k8s.io/role": "control-plane",
+	}); err != nil {
+		return nil, fmt.Errorf("listing the control-plane VMIs of %s: %w", key, err)
+	}
+	for i, vmi := range vmis.Items {
+		if vmi.Status.Phase == kubevirtv1.Running && vmi.DeletionTimestamp.IsZero() {
+			return &vmis.Items[i], nil
+		}
+	}
+	return nil, fmt.Errorf("no running control-plane VMI of %s", key)
+}
+
+// vmiPortForward opens a connection to a port of a VMI through KubeVirt's
+// portforward subresource (what `virtctl port-forward` uses: a websocket with
+// subprotocol plain.kubevirt.io carrying the raw bytes). Written here rather than
+// with kubevirt.io/client-go, which would bring its whole dependency tree into the
+// main module for one test helper.
+func vmiPortForward(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, port int) (*websocket.Conn, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := rest.TLSConfigFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		return nil, err
+	}
+	u.Scheme = strings.Replace(u.Scheme, "http", "ws", 1)
+	u.Path = fmt.Sprintf("/apis/subresources.kubevirt.io/v1/namespaces/%s/virtualmachineinstances/%s/portforward/%d/tcp", vmi.Namespace, vmi.Name, port)
+	header := http.Header{}
+	if cfg.BearerToken != "" {
+		header.Set("Authorization", "Bearer "+cfg.BearerToken)
+	}
+	dialer := websocket.Dialer{TLSClientConfig: tlsConfig, Subprotocols: []string{"plain.kubevirt.io"}, HandshakeTimeout: 30 * time.Second}
+	ws, _, err := dialer.DialContext(ctx, u.String(), header)
+	return ws, err
+}
+
+// splice copies between c and ws until either side ends; the caller closes both.
+func splice(c net.Conn, ws *websocket.Conn) {
+	go func() {
+		buf := make([]byte, 32*1024)
+		for {
+			n, err := c.Read(buf)
+			if n > 0 && ws.WriteMessage(websocket.BinaryMessage, buf[:n]) != nil {
+				return
+			}
+			if err != nil {
+				_ = ws.WriteMessage(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""))
+				return
+			}
+		}
+	}()
+	for {
+		_, r, err := ws.NextReader()
+		if err != nil {
+			return
+		}
+		if _, err := io.Copy(c, r); err != nil {
+			return
+		}
+	}
 }
 
 func expectNodesReady(t *testing.T, tc tenant, n int) {

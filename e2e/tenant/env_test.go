@@ -40,6 +40,10 @@ const (
 	envSecondCluster = "KNEST_E2E_SECOND_CLUSTER"
 	// envStateDir keeps VM consoles, component logs and the timeline report.
 	envStateDir = "KNEST_E2E_STATE_DIR"
+	// envUpgradeFrom and envUpgradeTo are the versions TestUpgrade rolls a cluster
+	// between; make e2e-upgrade sets them to the first and last of NODE_KUBE_VERSIONS.
+	envUpgradeFrom = "KNEST_E2E_UPGRADE_FROM"
+	envUpgradeTo   = "KNEST_E2E_UPGRADE_TO"
 )
 
 // suite is what every step uses.

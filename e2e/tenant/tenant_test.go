@@ -7,9 +7,10 @@
 // long each phase took is written to a timeline report (timeline.md in the state
 // directory), not asserted.
 //
-// make e2e runs create, scale and delete; make e2e-full (KNEST_E2E_FULL=1) also a
-// controller restart in the middle of a create, a worker VM killed and a second
-// cluster at the same time (KNEST_E2E_SECOND_CLUSTER=false leaves that one out).
+// make e2e runs TestTenantCluster: create, scale and delete; make e2e-full
+// (KNEST_E2E_FULL=1) also a controller restart in the middle of a create, a worker VM
+// killed and a second cluster at the same time (KNEST_E2E_SECOND_CLUSTER=false leaves
+// that one out), then TestUpgrade (upgrade_test.go, alone: make e2e-upgrade).
 package tenant_test
 
 import (

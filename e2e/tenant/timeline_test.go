@@ -27,11 +27,18 @@ type timeline struct {
 	mu      sync.Mutex
 	started time.Time
 	rows    []timelineRow
+	figures []timelineFigure
 }
 
 type timelineRow struct {
 	Step, Milestone string
 	After           time.Duration // since the step started
+}
+
+// timelineFigure is a measurement that is not a point in time: a count, a longest
+// window, minutes per machine.
+type timelineFigure struct {
+	Step, Name, Value string
 }
 
 func newTimeline() *timeline { return &timeline{started: time.Now()} }
@@ -42,6 +49,12 @@ func (tl *timeline) add(step, milestone string, after time.Duration) {
 	tl.rows = append(tl.rows, timelineRow{step, milestone, after.Round(time.Second)})
 }
 
+func (tl *timeline) figure(step, name, value string) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.figures = append(tl.figures, timelineFigure{step, name, value})
+}
+
 func (tl *timeline) summary() string {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
@@ -50,20 +63,34 @@ func (tl *timeline) summary() string {
 	for _, r := range tl.rows {
 		fmt.Fprintf(&b, "  %-28s %-44s %6.0f\n", r.Step, r.Milestone, r.After.Seconds())
 	}
+	if len(tl.figures) > 0 {
+		b.WriteString("Figures:\n")
+		for _, f := range tl.figures {
+			fmt.Fprintf(&b, "  %-28s %-44s %s\n", f.Step, f.Name, f.Value)
+		}
+	}
 	return b.String()
 }
 
 func (tl *timeline) write(path string) error {
 	tl.mu.Lock()
 	rows := append([]timelineRow(nil), tl.rows...)
+	figures := append([]timelineFigure(nil), tl.figures...)
 	tl.mu.Unlock()
 	var b strings.Builder
 	host, _ := os.Hostname()
 	fmt.Fprintf(&b, "# knest e2e timeline\n\nRun %s on %s. Seconds since the start of each step; "+
-		"milestones are the first poll (every 5 s) that saw them.\n\n", tl.started.UTC().Format(time.RFC3339), host)
+		"milestones are the first poll (every 5 s) that saw them, except an upgrade's machines "+
+		"(created, node Ready, deleting: from the objects' own timestamps).\n\n", tl.started.UTC().Format(time.RFC3339), host)
 	b.WriteString("| step | milestone | s |\n|---|---|---:|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %.0f |\n", r.Step, r.Milestone, r.After.Seconds())
+	}
+	if len(figures) > 0 {
+		b.WriteString("\n## Figures\n\n| step | figure | value |\n|---|---|---|\n")
+		for _, f := range figures {
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", f.Step, f.Name, f.Value)
+		}
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
