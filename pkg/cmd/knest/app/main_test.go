@@ -23,6 +23,7 @@ import (
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/testenv"
+	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/cmd/knest/app"
 	"github.com/knest-dev/knest/pkg/internal/cli"
 )
@@ -150,10 +151,14 @@ func ready(nc *knestv1.NestedCluster) {
 	nc.Status.ObservedGeneration = nc.Generation
 	nc.Status.Phase = knestv1.PhaseRunning
 	nc.Status.Endpoint = "https://" + nc.Name + "-lb." + nc.Namespace + ".svc:6443"
-	nc.Status.ControlPlane = knestv1.ReplicaStatus{Desired: nc.Spec.ControlPlane.Replicas, Ready: nc.Spec.ControlPlane.Replicas}
+	n := nc.Spec.ControlPlane.Replicas
+	nc.Status.ControlPlane = knestv1.ReplicaStatus{Desired: n, Ready: n, Current: n, UpToDate: n}
+	nc.Status.Version = nc.Spec.Version
 	nc.Status.Workers = nil
 	for _, p := range nc.Spec.Workers {
-		nc.Status.Workers = append(nc.Status.Workers, knestv1.PoolStatus{Name: p.Name, ReplicaStatus: knestv1.ReplicaStatus{Desired: *p.Replicas, Ready: *p.Replicas}})
+		n := *p.Replicas
+		nc.Status.Workers = append(nc.Status.Workers, knestv1.PoolStatus{Name: p.Name, Version: cluster.PoolVersion(nc, p),
+			ReplicaStatus: knestv1.ReplicaStatus{Desired: n, Ready: n, Current: n, UpToDate: n}})
 	}
 	nc.Status.Conditions = []metav1.Condition{
 		condition(knestv1.ReadyCondition, metav1.ConditionTrue, knestv1.ReadyReason, ""),
