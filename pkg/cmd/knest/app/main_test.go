@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -95,7 +96,8 @@ func (r *running) wait() result {
 	return result{stdout: r.out.String(), stderr: r.errOut.String(), err: err}
 }
 
-// start runs the CLI in the background; wait() collects the result.
+// start runs the CLI in the background; wait() collects the result. It talks to the
+// test bed as its admin unless args name another --kubeconfig.
 func start(t *testing.T, stdin string, args ...string) *running {
 	t.Helper()
 	home := t.TempDir()
@@ -103,7 +105,9 @@ func start(t *testing.T, stdin string, args ...string) *running {
 	t.Setenv("KUBECONFIG", "")
 	r := &running{out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan error, 1)}
 	streams := genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: r.out, ErrOut: r.errOut}
-	args = append(args, "--kubeconfig", env.KubeconfigPath)
+	if !slices.Contains(args, "--kubeconfig") {
+		args = append(args, "--kubeconfig", env.KubeconfigPath)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	go func() {
 		defer cancel()

@@ -8,6 +8,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -181,6 +182,39 @@ func TestUpgradeNeedsANodeImageWhenTheHostListsThem(t *testing.T) {
 	r = knest(t, "", "upgrade", "old", "-n", ns, "--version", "v1.36.0", "--wait=false")
 	g.Expect(r.err).To(MatchError("cannot upgrade cluster old: pool gpu is held at v1.34.4: Kubernetes v1.34.4 has no knest node image on this host " +
 		"(node images: v1.35.4 v1.36.0); build and publish one first (images/README.md)"))
+}
+
+// A tenant who may change its clusters but not read the host's node image list
+// upgrades all the same; the controller's admission policy has the last word.
+func TestUpgradeGoesOnWhenTheNodeImageListIsForbidden(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	g.Expect(knest(t, "", "create", "demo", "-n", ns, "--wait=false", "--version", "v1.35.4", "--workers", "1").err).To(Succeed())
+	publishNodeVersions(t, "v1.35.4")
+
+	kubeconfig := t.TempDir() + "/tenant.kubeconfig"
+	g.Expect(env.WriteUserKubeconfig(kubeconfig, "tenant-a")).To(Succeed())
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "upgrade-clusters"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{knestv1.GroupVersion.Group}, Resources: []string{"nestedclusters"}, Verbs: []string{"get", "list", "watch", "patch"}},
+			{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"machines"}, Verbs: []string{"list"}},
+		},
+	}
+	g.Expect(env.Client.Create(t.Context(), role)).To(Succeed())
+	g.Expect(env.Client.Create(t.Context(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "upgrade-clusters"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "tenant-a"}},
+	})).To(Succeed())
+
+	var r result
+	g.Eventually(func() error {
+		r = knest(t, "", "upgrade", "demo", "-n", ns, "--version", "v1.36.0", "--wait=false", "-v", "1", "--kubeconfig", kubeconfig)
+		return r.err
+	}, 10*time.Second, 200*time.Millisecond).Should(Succeed(), "RBAC lets the tenant patch its cluster")
+	g.Expect(r.stderr).To(ContainSubstring("DEBUG: Cannot read the host's node image versions (ConfigMap knest-system/knest-node-versions); not checking the version against them"))
+	g.Expect(getCluster(g, t.Context(), ns, "demo").Spec.Version).To(Equal("v1.36.0"))
 }
 
 // upgradeMachine creates a Cluster API Machine of pool at version, as Cluster API
