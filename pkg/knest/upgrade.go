@@ -2,6 +2,7 @@ package knest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -28,7 +29,6 @@ const DefaultMachineInterval = 2 * time.Second
 type upgradeOptions struct {
 	wait            time.Duration
 	machineInterval time.Duration
-	now             func() time.Time
 }
 
 // UpgradeOption configures Upgrade.
@@ -55,7 +55,7 @@ func UpgradeWithMachineInterval(d time.Duration) UpgradeOption {
 // it reports each Machine Cluster API adds, readies and removes until the cluster is
 // ready at its new generation.
 func (c *Client) Upgrade(ctx context.Context, key client.ObjectKey, req upgrade.Request, opts ...UpgradeOption) (upgrade.Plan, error) {
-	o := upgradeOptions{machineInterval: DefaultMachineInterval, now: time.Now}
+	o := upgradeOptions{machineInterval: DefaultMachineInterval}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -68,12 +68,12 @@ func (c *Client) Upgrade(ctx context.Context, key client.ObjectKey, req upgrade.
 		return upgrade.Plan{}, err
 	}
 
-	started := o.now()
+	started := time.Now()
 	var follow *machineFollower
 	if o.wait > 0 {
 		// The machines before the change, so that only what Cluster API does to
 		// them from now on is reported.
-		follow = c.newMachineFollower(ctx, key, started, o.now, status)
+		follow = c.newMachineFollower(ctx, key, started, status)
 	}
 
 	var plan upgrade.Plan
@@ -169,7 +169,7 @@ func nothingToUpgrade(nc *knestv1.NestedCluster, req upgrade.Request) error {
 	if running := nc.Status.Version; running != "" && running != nc.Spec.Version {
 		msg += fmt.Sprintf(" (its control plane still rolls from %s; follow it with knest get %s -n %s)", running, nc.Name, nc.Namespace)
 	}
-	return fmt.Errorf("%s", msg)
+	return errors.New(msg)
 }
 
 func cannotUpgrade(name string, problems []string) error {
@@ -217,7 +217,7 @@ func checkNodeImages(plan upgrade.Plan, known []string) error {
 		return nil
 	}
 	if !kubever.HasNodeImage(known, plan.To) {
-		return fmt.Errorf("%s", kubever.NoNodeImageMessage(plan.To, known))
+		return errors.New(kubever.NoNodeImageMessage(plan.To, known))
 	}
 	for _, h := range append(slices.Clone(plan.Held), plan.StillHeld...) {
 		if !kubever.HasNodeImage(known, h.Version) {
@@ -305,7 +305,6 @@ func poolNames(nc *knestv1.NestedCluster) []string {
 type machineFollower struct {
 	c       *Client
 	key     client.ObjectKey
-	now     func() time.Time
 	status  *cli.Status
 	mu      sync.Mutex
 	tracker *upgrade.Tracker
@@ -313,7 +312,7 @@ type machineFollower struct {
 
 // newMachineFollower starts from the Machines listed now. It returns nil, and the
 // wait reports no machines, when they cannot be listed.
-func (c *Client) newMachineFollower(ctx context.Context, key client.ObjectKey, started time.Time, now func() time.Time, status *cli.Status) *machineFollower {
+func (c *Client) newMachineFollower(ctx context.Context, key client.ObjectKey, started time.Time, status *cli.Status) *machineFollower {
 	nc := &knestv1.NestedCluster{}
 	if err := c.c.Get(ctx, key, nc); err != nil {
 		return nil // Upgrade reports the error
@@ -323,7 +322,7 @@ func (c *Client) newMachineFollower(ctx context.Context, key client.ObjectKey, s
 		c.logger.V(1).Info("Cannot follow the cluster's machines; waiting for the cluster only", "error", err.Error())
 		return nil
 	}
-	return &machineFollower{c: c, key: key, now: now, status: status,
+	return &machineFollower{c: c, key: key, status: status,
 		tracker: upgrade.NewTracker(started, machines, poolNames(nc))}
 }
 
@@ -350,7 +349,7 @@ func (f *machineFollower) observe(ctx context.Context) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, e := range f.tracker.Observe(machines, f.now()) {
+	for _, e := range f.tracker.Observe(machines, time.Now()) {
 		f.status.Success(e.String())
 	}
 }
