@@ -1,6 +1,6 @@
-// Package knest is the library behind the knest CLI: it creates, scales, waits for,
-// lists, describes and deletes NestedClusters on a host cluster and reads their
-// kubeconfigs. The cobra commands in pkg/cmd/knest turn flags into calls of this
+// Package knest is the library behind the knest CLI: it creates, scales, upgrades,
+// waits for, lists, describes and deletes NestedClusters on a host cluster and reads
+// their kubeconfigs. The cobra commands in pkg/cmd/knest turn flags into calls of this
 // package with functional options (the shape of kind's pkg/cluster).
 package knest
 

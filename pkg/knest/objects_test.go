@@ -43,12 +43,12 @@ func TestDescribeBlocking(t *testing.T) {
 	g := NewWithT(t)
 	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Generation: 1},
 		Spec: knestv1.NestedClusterSpec{ControlPlane: knestv1.ControlPlaneSpec{Replicas: 1}}}
-	g.Expect(describeBlocking(nc)).To(ContainSubstring("is the controller running"))
+	g.Expect(describeBlocking(nc, nil)).To(ContainSubstring("is the controller running"))
 
 	nc.Status = knestv1.NestedClusterStatus{ObservedGeneration: 1, Phase: knestv1.PhaseProvisioning, Conditions: []metav1.Condition{
 		{Type: knestv1.ReadyCondition, Status: metav1.ConditionFalse, Reason: knestv1.WaitingForControlPlaneReason, Message: "summary"},
 		{Type: knestv1.ControlPlaneReadyCondition, Status: metav1.ConditionFalse, Reason: knestv1.WaitingForInfraReason, Message: "0 of 1 machines ready"},
 	}}
-	g.Expect(describeBlocking(nc)).To(Equal("condition ControlPlaneReady is False, reason WaitingForInfrastructure: 0 of 1 machines ready; " +
+	g.Expect(describeBlocking(nc, nil)).To(Equal("condition ControlPlaneReady is False, reason WaitingForInfrastructure: 0 of 1 machines ready; " +
 		"waiting for control plane 0/1 ready, condition Ready is not True; phase Provisioning"))
 }

@@ -26,6 +26,13 @@ type WaitOption func(*waitOptions)
 
 type waitOptions struct {
 	timeout time.Duration
+	// noParts leaves out the "control plane 1/1 ready" lines: while machines are
+	// replaced the counts say little, and the caller reports per machine.
+	noParts bool
+	// pending adds what else must hold before the wait ends (see scale.Pending).
+	pending func(*knestv1.NestedCluster) []string
+	// beforeReady runs once the cluster is ready, before that is printed.
+	beforeReady func()
 }
 
 // WaitWithTimeout bounds the wait (default 30 minutes). Waits never run forever.
@@ -51,7 +58,7 @@ func (c *Client) Wait(ctx context.Context, key client.ObjectKey, opts ...WaitOpt
 	defer status.End()
 	status.Start(fmt.Sprintf("Waiting for cluster %s to be ready (timeout %s)", key.Name, o.timeout))
 
-	r := readyReporter{status: status, done: map[string]bool{}}
+	r := readyReporter{status: status, done: map[string]bool{}, noParts: o.noParts, pending: o.pending}
 	var last *knestv1.NestedCluster
 	err := c.watchCluster(ctx, key, o.timeout, func(nc *knestv1.NestedCluster) (bool, error) {
 		if nc == nil {
@@ -65,10 +72,13 @@ func (c *Client) Wait(ctx context.Context, key client.ObjectKey, opts ...WaitOpt
 		case nc.Spec.Paused:
 			return false, fmt.Errorf("cluster %s is paused: knest and Cluster API leave it alone until spec.paused is false", key.Name)
 		case current && nc.Status.Phase == knestv1.PhaseFailed:
-			return false, fmt.Errorf("cluster %s failed: %s", key.Name, describeBlocking(nc))
+			return false, fmt.Errorf("cluster %s failed: %s", key.Name, describeBlocking(nc, o.pending))
 		}
 		r.observe(nc)
-		if scale.Converged(nc) {
+		if scale.Converged(nc) && (o.pending == nil || len(o.pending(nc)) == 0) {
+			if o.beforeReady != nil {
+				o.beforeReady()
+			}
 			status.End()
 			status.Success(fmt.Sprintf("cluster %s is ready", key.Name))
 			return true, nil
@@ -78,7 +88,7 @@ func (c *Client) Wait(ctx context.Context, key client.ObjectKey, opts ...WaitOpt
 	if errors.Is(err, errWaitTimeout) {
 		status.End()
 		status.Failure(fmt.Sprintf("cluster %s is not ready after %s", key.Name, o.timeout))
-		return fmt.Errorf("timed out after %s waiting for cluster %s to be ready: %s", o.timeout, key.Name, describeBlocking(last))
+		return fmt.Errorf("timed out after %s waiting for cluster %s to be ready: %s", o.timeout, key.Name, describeBlocking(last, o.pending))
 	}
 	if errors.Is(err, context.Canceled) {
 		status.End()
@@ -243,13 +253,15 @@ func doneOrErr(done bool, err error) error {
 
 // readyReporter prints each part of a cluster once as it becomes ready.
 type readyReporter struct {
-	status *cli.Status
-	done   map[string]bool
+	status  *cli.Status
+	done    map[string]bool
+	noParts bool
+	pending func(*knestv1.NestedCluster) []string
 }
 
 func (r *readyReporter) observe(nc *knestv1.NestedCluster) {
 	st := nc.Status
-	if st.ObservedGeneration >= nc.Generation {
+	if st.ObservedGeneration >= nc.Generation && !r.noParts {
 		if want := nc.Spec.ControlPlane.Replicas; want > 0 && st.ControlPlane.Desired == want && st.ControlPlane.Ready == want {
 			r.once("control-plane", fmt.Sprintf("control plane %d/%d ready", st.ControlPlane.Ready, want))
 		}
@@ -265,14 +277,14 @@ func (r *readyReporter) observe(nc *knestv1.NestedCluster) {
 			}
 		}
 	}
-	if st.Endpoint != "" {
+	if st.Endpoint != "" && !r.noParts {
 		r.once("endpoint", "endpoint "+st.Endpoint)
 	}
 	activity := fmt.Sprintf("Waiting for cluster %s", nc.Name)
 	if st.Phase != "" {
 		activity += " (" + string(st.Phase) + ")"
 	}
-	if pending := scale.Pending(nc); len(pending) > 0 {
+	if pending := allPending(nc, r.pending); len(pending) > 0 {
 		activity += ": " + pending[0]
 	}
 	r.status.Update(activity)
@@ -294,8 +306,18 @@ func poolTitle(pool string) string {
 	return "pool " + pool
 }
 
-// describeBlocking says, for an error message, what keeps nc from being ready.
-func describeBlocking(nc *knestv1.NestedCluster) string {
+// allPending is scale.Pending and what extra adds.
+func allPending(nc *knestv1.NestedCluster, extra func(*knestv1.NestedCluster) []string) []string {
+	out := scale.Pending(nc)
+	if extra != nil {
+		out = append(out, extra(nc)...)
+	}
+	return out
+}
+
+// describeBlocking says, for an error message, what keeps nc from being ready; extra
+// (may be nil) adds what else the wait was for.
+func describeBlocking(nc *knestv1.NestedCluster, extra func(*knestv1.NestedCluster) []string) string {
 	if nc == nil {
 		return "the cluster was never read"
 	}
@@ -306,7 +328,7 @@ func describeBlocking(nc *knestv1.NestedCluster) string {
 	if b := scale.Blocking(nc); b != nil {
 		parts = append(parts, describeCondition(b))
 	}
-	if pending := scale.Pending(nc); len(pending) > 0 {
+	if pending := allPending(nc, extra); len(pending) > 0 {
 		parts = append(parts, "waiting for "+strings.Join(pending, ", "))
 	}
 	if nc.Status.Phase != "" {

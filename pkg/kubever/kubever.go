@@ -6,7 +6,9 @@ package kubever
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 )
@@ -95,4 +97,34 @@ func CheckPoolSkew(pool, cp Version) error {
 		return fmt.Errorf("%s: pool %s, spec.version %s", PoolSkewMessage, pool, cp)
 	}
 	return nil
+}
+
+// The host may publish which Kubernetes versions have knest node images: a ConfigMap
+// NodeVersionsConfigMap in NodeVersionsNamespace whose key NodeVersionsKey lists
+// them, separated by spaces, e.g. "v1.34.4 v1.35.4". The CLI and the controller's
+// admission policy refuse a version missing from it with NoNodeImageMessage; without
+// the ConfigMap every version is allowed.
+const (
+	NodeVersionsConfigMap = "knest-node-versions"
+	NodeVersionsNamespace = "knest-system"
+	NodeVersionsKey       = "versions"
+)
+
+// ParseNodeVersions splits the NodeVersionsKey value of the ConfigMap into versions.
+func ParseNodeVersions(s string) []string {
+	return strings.Fields(s)
+}
+
+// HasNodeImage reports whether version is among the published node versions.
+func HasNodeImage(known []string, version string) bool {
+	return slices.Contains(known, version)
+}
+
+// NoNodeImageMessage says that version has no node image on this host and what to do.
+func NoNodeImageMessage(version string, known []string) string {
+	list := strings.Join(known, " ")
+	if list == "" {
+		list = "none"
+	}
+	return fmt.Sprintf("Kubernetes %s has no knest node image on this host (node images: %s); build and publish one first (images/README.md)", version, list)
 }

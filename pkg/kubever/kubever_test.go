@@ -42,3 +42,19 @@ func TestUpgradeAndSkewRules(t *testing.T) {
 	g.Expect(CheckPoolSkew(Version{31, 9}, Version{35, 4})).To(MatchError(ContainSubstring(PoolSkewMessage)))
 	g.Expect(CheckPoolSkew(Version{35, 5}, Version{35, 4})).To(MatchError(ContainSubstring(PoolSkewMessage)))
 }
+
+func TestNodeVersions(t *testing.T) {
+	g := NewWithT(t)
+	known := ParseNodeVersions(" v1.34.4  v1.35.4\n")
+	g.Expect(known).To(Equal([]string{"v1.34.4", "v1.35.4"}))
+	g.Expect(ParseNodeVersions("")).To(BeEmpty())
+	g.Expect(HasNodeImage(known, "v1.35.4")).To(BeTrue())
+	g.Expect(HasNodeImage(known, "v1.36.0")).To(BeFalse())
+	g.Expect(HasNodeImage(known, "1.35.4")).To(BeFalse(), "versions are compared as the API server's policy compares them: exactly")
+
+	// The controller's admission policy says the same; keep the two in step.
+	g.Expect(NoNodeImageMessage("v1.36.0", known)).To(Equal(
+		"Kubernetes v1.36.0 has no knest node image on this host (node images: v1.34.4 v1.35.4); build and publish one first (images/README.md)"))
+	g.Expect(NoNodeImageMessage("v1.36.0", nil)).To(ContainSubstring("(node images: none)"))
+	g.Expect([]string{NodeVersionsNamespace, NodeVersionsConfigMap, NodeVersionsKey}).To(Equal([]string{"knest-system", "knest-node-versions", "versions"}))
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/knest-dev/knest/pkg/cmd/knest/kubeconfig"
 	"github.com/knest-dev/knest/pkg/cmd/knest/list"
 	"github.com/knest-dev/knest/pkg/cmd/knest/scale"
+	"github.com/knest-dev/knest/pkg/cmd/knest/upgrade"
 	"github.com/knest-dev/knest/pkg/cmd/knest/version"
 	"github.com/knest-dev/knest/pkg/internal/cli"
 )
@@ -32,8 +33,9 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	cmd := &cobra.Command{
 		Use:   "knest",
 		Short: "knest runs tenant Kubernetes clusters whose nodes are KubeVirt VMs",
-		Long: "knest creates, scales and deletes tenant Kubernetes clusters (NestedClusters) whose\n" +
-			"nodes are KubeVirt VMs on a host cluster, and hands out their kubeconfigs.\n" +
+		Long: "knest creates, scales, upgrades and deletes tenant Kubernetes clusters\n" +
+			"(NestedClusters) whose nodes are KubeVirt VMs on a host cluster, and hands out\n" +
+			"their kubeconfigs.\n" +
 			"It talks to the host cluster through your kubeconfig, like kubectl.",
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			return runE(logger, streams, flags)
@@ -54,6 +56,7 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 
 	cmd.AddCommand(create.NewCommand(logger, streams))
 	cmd.AddCommand(scale.NewCommand(logger, streams))
+	cmd.AddCommand(upgrade.NewCommand(logger, streams))
 	cmd.AddCommand(delete.NewCommand(logger, streams))
 	cmd.AddCommand(list.NewCommand(logger, streams))
 	cmd.AddCommand(get.NewCommand(logger, streams))

@@ -33,6 +33,12 @@ func TestFlagsCheckedBeforeTheCluster(t *testing.T) {
 		{[]string{"scale", "demo", "--workers", "1", "--remove-node", "a", "--remove-node", "a"}, "node a is named twice"},
 		{[]string{"scale", "demo", "--remove-node", "a"}, "--remove-node needs the size its pool shrinks to"},
 		{[]string{"scale", "demo", "--workers", "1", "--timeout", "0s"}, "--timeout must be positive"},
+		{[]string{"upgrade", "demo"}, "--version is required"},
+		{[]string{"upgrade"}, "accepts 1 arg(s), received 0"},
+		{[]string{"upgrade", "demo", "--version", "1.37.0"}, "--version 1.37.0: version must look like v1.MINOR.PATCH with a minor from 30 to 36"},
+		{[]string{"upgrade", "demo", "--version", "v1.35.4", "--hold-pool", "gpu", "--release-pool", "gpu"}, "pool gpu cannot be both held and released"},
+		{[]string{"upgrade", "demo", "--version", "v1.35.4", "--hold-pool", "Gpu"}, `pool "Gpu": pool name must be a DNS label`},
+		{[]string{"upgrade", "demo", "--version", "v1.35.4", "--timeout", "0s"}, "--timeout must be positive"},
 		{[]string{"delete"}, "requires at least 1 arg(s), only received 0"},
 		{[]string{"delete", "demo", "--timeout", "-5m"}, "--timeout must be positive (got -5m0s)"},
 		{[]string{"list", "-o", "table"}, `unsupported output format "table": use one of yaml, json, name`},
@@ -61,7 +67,7 @@ func TestNoKubeconfig(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
 	t.Setenv("KUBECONFIG", "")
-	for _, args := range [][]string{{"list"}, {"get", "demo"}, {"delete", "demo"}, {"scale", "demo", "--workers", "2"}, {"kubeconfig", "demo"}} {
+	for _, args := range [][]string{{"list"}, {"get", "demo"}, {"delete", "demo"}, {"scale", "demo", "--workers", "2"}, {"upgrade", "demo", "--version", "1.35.4"}, {"kubeconfig", "demo"}} {
 		g := NewWithT(t)
 		var out, errOut bytes.Buffer
 		streams := genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}

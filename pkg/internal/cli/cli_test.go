@@ -45,8 +45,9 @@ func TestStatusWithoutTerminal(t *testing.T) {
 	s.Update("Waiting for cluster demo: control plane 0/1 ready")
 	s.Success("control plane 1/1 ready")
 	s.Failure("workers 0/2 ready")
+	s.Note("pool gpu stays held at v1.34.4")
 	s.End()
-	g.Expect(buf.String()).To(Equal(" • Waiting for cluster demo ...\n ✓ control plane 1/1 ready\n ✗ workers 0/2 ready\n"),
+	g.Expect(buf.String()).To(Equal(" • Waiting for cluster demo ...\n ✓ control plane 1/1 ready\n ✗ workers 0/2 ready\n • pool gpu stays held at v1.34.4\n"),
 		"updates only show on a terminal")
 }
 

@@ -58,6 +58,12 @@ func (s *Status) Success(msg string) {
 	s.logger.Info(" ✓ " + msg)
 }
 
+// Note prints a line marked •: a fact to know that is neither done nor failed, e.g.
+// what a command leaves as it was.
+func (s *Status) Note(msg string) {
+	s.logger.Info(" • " + msg)
+}
+
 // Failure prints a line marked ✗.
 func (s *Status) Failure(msg string) {
 	if s.color {

@@ -35,12 +35,14 @@ func TestListAndGet(t *testing.T) {
 	g.Expect(r.stdout).To(BeEmpty())
 	g.Expect(r.stderr).To(ContainSubstring("No clusters found in namespace " + ns))
 
-	g.Expect(knest(t, "", "create", "alpha", "-n", ns, "--wait=false", "--workers", "2", "--pool", "gpu=1").err).To(Succeed())
+	g.Expect(knest(t, "", "create", "alpha", "-n", ns, "--wait=false", "--version", "v1.34.3", "--workers", "2", "--pool", "gpu=1").err).To(Succeed())
 	g.Expect(knest(t, "", "create", "beta", "-n", ns, "--wait=false", "--version", "v1.33.1").err).To(Succeed())
 	g.Expect(knest(t, "", "create", "gamma", "-n", other, "--wait=false").err).To(Succeed())
 	setStatus(t, ns, "alpha", func(nc *knestv1.NestedCluster) {
 		ready(nc)
 		nc.Status.Workers[1].Ready = 0
+		nc.Status.Workers[1].Current = 0
+		nc.Status.Workers[1].UpToDate = 0
 		nc.Status.ControlPlaneReady = "1/1"
 		nc.Status.WorkersReady = "2/3"
 		nc.Status.Phase = knestv1.PhaseScaling
@@ -94,15 +96,16 @@ func TestListAndGet(t *testing.T) {
 		"Phase: Scaling",
 		"Version: v1.34.3",
 		"Endpoint: https://alpha-lb."+ns+".svc:6443",
-		"POOL DESIRED READY CPU MEMORY ROOT DISK IMAGE",
-		"control-plane 1 1 2 4Gi ContainerDisk <default>",
-		"workers 2 2 2 4Gi ContainerDisk <default>",
-		"gpu 1 0 2 4Gi ContainerDisk <default>",
+		"POOL DESIRED READY UP-TO-DATE VERSION CPU MEMORY ROOT DISK IMAGE",
+		"control-plane 1 1 1 v1.34.3 2 4Gi ContainerDisk <default>",
+		"workers 2 2 2 v1.34.3 2 4Gi ContainerDisk <default>",
+		"gpu 1 0 0 v1.34.3 2 4Gi ContainerDisk <default>",
 		"Network: pods 10.243.0.0/16, services 10.95.0.0/16, DNS domain tenant.local, CNI flannel",
 		"API server: Service type ClusterIP",
 		`Kubeconfig: Secret `+ns+`/alpha-kubeconfig (key "value"); knest kubeconfig alpha -n `+ns,
 		"TYPE STATUS REASON AGE MESSAGE",
 	))
+	g.Expect(r.stdout).NotTo(ContainSubstring("Versions:"), "nothing to say when every version is the same")
 	g.Expect(r.stdout).To(MatchRegexp(`Ready\s+False\s+NodesNotReady\s+\d+s\s+pool gpu: 0 of 1 nodes ready`))
 	g.Expect(r.stdout).To(MatchRegexp(`WorkersReady\s+False\s+ScalingUp\s+\d+s\s+pool gpu: 0 of 1 nodes ready`))
 

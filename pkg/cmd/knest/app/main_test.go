@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,7 @@ import (
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/testenv"
+	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/cmd/knest/app"
 	"github.com/knest-dev/knest/pkg/internal/cli"
 )
@@ -94,7 +96,8 @@ func (r *running) wait() result {
 	return result{stdout: r.out.String(), stderr: r.errOut.String(), err: err}
 }
 
-// start runs the CLI in the background; wait() collects the result.
+// start runs the CLI in the background; wait() collects the result. It talks to the
+// test bed as its admin unless args name another --kubeconfig.
 func start(t *testing.T, stdin string, args ...string) *running {
 	t.Helper()
 	home := t.TempDir()
@@ -102,7 +105,9 @@ func start(t *testing.T, stdin string, args ...string) *running {
 	t.Setenv("KUBECONFIG", "")
 	r := &running{out: &syncBuffer{}, errOut: &syncBuffer{}, done: make(chan error, 1)}
 	streams := genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: r.out, ErrOut: r.errOut}
-	args = append(args, "--kubeconfig", env.KubeconfigPath)
+	if !slices.Contains(args, "--kubeconfig") {
+		args = append(args, "--kubeconfig", env.KubeconfigPath)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	go func() {
 		defer cancel()
@@ -150,10 +155,14 @@ func ready(nc *knestv1.NestedCluster) {
 	nc.Status.ObservedGeneration = nc.Generation
 	nc.Status.Phase = knestv1.PhaseRunning
 	nc.Status.Endpoint = "https://" + nc.Name + "-lb." + nc.Namespace + ".svc:6443"
-	nc.Status.ControlPlane = knestv1.ReplicaStatus{Desired: nc.Spec.ControlPlane.Replicas, Ready: nc.Spec.ControlPlane.Replicas}
+	n := nc.Spec.ControlPlane.Replicas
+	nc.Status.ControlPlane = knestv1.ReplicaStatus{Desired: n, Ready: n, Current: n, UpToDate: n}
+	nc.Status.Version = nc.Spec.Version
 	nc.Status.Workers = nil
 	for _, p := range nc.Spec.Workers {
-		nc.Status.Workers = append(nc.Status.Workers, knestv1.PoolStatus{Name: p.Name, ReplicaStatus: knestv1.ReplicaStatus{Desired: *p.Replicas, Ready: *p.Replicas}})
+		n := *p.Replicas
+		nc.Status.Workers = append(nc.Status.Workers, knestv1.PoolStatus{Name: p.Name, Version: cluster.PoolVersion(nc, p),
+			ReplicaStatus: knestv1.ReplicaStatus{Desired: n, Ready: n, Current: n, UpToDate: n}})
 	}
 	nc.Status.Conditions = []metav1.Condition{
 		condition(knestv1.ReadyCondition, metav1.ConditionTrue, knestv1.ReadyReason, ""),

@@ -78,7 +78,7 @@ func TestCreateRejectsInvalidInput(t *testing.T) {
 		{name: "datavolume without size", args: []string{"demo", "--root-disk", "datavolume"}, want: "--root-disk datavolume needs --disk-size, e.g. --disk-size 20Gi"},
 		{name: "disk size without datavolume", args: []string{"demo", "--disk-size", "20Gi"}, want: "--disk-size only applies with --root-disk datavolume"},
 		{name: "disk size not a quantity", args: []string{"demo", "--root-disk", "datavolume", "--disk-size", "20 GB"}, want: `--disk-size "20 GB" is not a quantity`},
-		{name: "version out of range", args: []string{"demo", "--version", "1.27.3"}, want: "--version: Invalid value: \"v1.27.3\": version must look like v1.MINOR.PATCH with a minor from 28 to 34"},
+		{name: "version out of range", args: []string{"demo", "--version", "1.27.3"}, want: "--version: Invalid value: \"v1.27.3\": version must look like v1.MINOR.PATCH with a minor from 30 to 36"},
 		{name: "cert SAN list", args: []string{"demo", "--cert-san", "a.example,b.example"}, want: `--cert-san "a.example,b.example": give one DNS name or IP per flag`},
 		{name: "API host too long", args: []string{"demo", "--api-host", strings.Repeat("a", 254)}, want: "--api-host: Too long"},
 		{name: "output without dry run", args: []string{"demo", "-o", "yaml"}, want: "-o/--output only applies with --dry-run"},

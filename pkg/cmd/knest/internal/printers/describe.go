@@ -1,6 +1,7 @@
 package printers
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/scale"
 )
 
@@ -24,11 +26,7 @@ func Describe(w io.Writer, nc *knestv1.NestedCluster, now time.Time) error {
 	field("Name", "%s", nc.Name)
 	field("Namespace", "%s", nc.Namespace)
 	field("Phase", "%s", orNone(string(st.Phase)))
-	version := orNone(s.Version)
-	if st.Version != "" && st.Version != s.Version {
-		version += fmt.Sprintf(" (running %s)", st.Version)
-	}
-	field("Version", "%s", version)
+	field("Version", "%s", arrow(st.Version, s.Version))
 	field("Endpoint", "%s", orNone(st.Endpoint))
 	if s.Paused {
 		field("Paused", "true (knest and Cluster API leave the cluster alone)")
@@ -47,21 +45,32 @@ func Describe(w io.Writer, nc *knestv1.NestedCluster, now time.Time) error {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Nodes:")
 	tw = printers.GetNewTabWriter(w)
-	fmt.Fprintln(tw, "  POOL\tDESIRED\tREADY\tCPU\tMEMORY\tROOT DISK\tIMAGE")
+	fmt.Fprintln(tw, "  POOL\tDESIRED\tREADY\tUP-TO-DATE\tVERSION\tCPU\tMEMORY\tROOT DISK\tIMAGE")
 	cp := s.ControlPlane
-	fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\t%s\t%s\n", knestv1.ControlPlanePool, cp.Replicas, st.ControlPlane.Ready,
-		cp.CPU, quantity(cp.MachineSpec), rootDisk(cp.MachineSpec), orDefault(cp.Image))
+	fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", knestv1.ControlPlanePool, cp.Replicas, st.ControlPlane.Ready,
+		st.ControlPlane.UpToDate, arrow(st.Version, s.Version), cp.CPU, quantity(cp.MachineSpec), rootDisk(cp.MachineSpec), orDefault(cp.Image))
 	for _, p := range s.Workers {
 		want := int32(1)
 		if p.Replicas != nil {
 			want = *p.Replicas
 		}
 		got, _ := scale.PoolStatus(nc, p.Name)
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\t%s\t%s\n", p.Name, want, got.Ready,
+		version := arrow(poolStatusVersion(nc, p.Name), cluster.PoolVersion(nc, p))
+		if p.Version != "" {
+			version += " (held)"
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", p.Name, want, got.Ready, got.UpToDate, version,
 			p.CPU, quantity(p.MachineSpec), rootDisk(p.MachineSpec), orDefault(p.Image))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if notes := VersionNotes(nc); len(notes) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "Versions:")
+		for _, n := range notes {
+			fmt.Fprintln(w, "  "+n)
+		}
 	}
 
 	fmt.Fprintln(w)
@@ -97,6 +106,59 @@ func Describe(w io.Writer, nc *knestv1.NestedCluster, now time.Time) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, orNone(c.Reason), Age(c.LastTransitionTime.Time, now), oneLine(c.Message))
 	}
 	return tw.Flush()
+}
+
+// VersionNotes says in words where versions differ: a control plane or pool whose
+// machines are not all up to date ("rolling: 1 of 2 up to date"), a control plane
+// still upgrading, and a pool at another version than the control plane runs (held
+// or not yet rolled).
+func VersionNotes(nc *knestv1.NestedCluster) []string {
+	s, st := nc.Spec, nc.Status
+	var out []string
+	cpRuns := cmp.Or(st.Version, s.Version)
+	if st.Version != "" && st.Version != s.Version {
+		out = append(out, fmt.Sprintf("control plane upgrading: runs %s, rolling to %s", st.Version, s.Version))
+	}
+	if cp := st.ControlPlane; cp.UpToDate < cp.Current {
+		out = append(out, fmt.Sprintf("control plane rolling: %d of %d up to date", cp.UpToDate, cp.Current))
+	}
+	for _, p := range s.Workers {
+		got, _ := scale.PoolStatus(nc, p.Name)
+		at := cmp.Or(poolStatusVersion(nc, p.Name), cluster.PoolVersion(nc, p))
+		switch {
+		case p.Version != "" && at != cpRuns:
+			out = append(out, fmt.Sprintf("pool %s is held at %s; control plane runs %s", p.Name, at, cpRuns))
+		case p.Version != "":
+			out = append(out, fmt.Sprintf("pool %s is held at %s, the control plane's version; it stays there when the cluster is upgraded", p.Name, at))
+		case at != cpRuns:
+			out = append(out, fmt.Sprintf("pool %s is rolled to %s; control plane runs %s", p.Name, at, cpRuns))
+		}
+		if got.UpToDate < got.Current {
+			out = append(out, fmt.Sprintf("pool %s rolling: %d of %d up to date", p.Name, got.UpToDate, got.Current))
+		}
+	}
+	return out
+}
+
+// poolStatusVersion is the version the controller reports for a pool's machines.
+func poolStatusVersion(nc *knestv1.NestedCluster, pool string) string {
+	for _, p := range nc.Status.Workers {
+		if p.Name == pool {
+			return p.Version
+		}
+	}
+	return ""
+}
+
+// arrow is "from → to" when a version moves, else the one version.
+func arrow(from, to string) string {
+	switch {
+	case to == "":
+		return orNone(from)
+	case from == "" || from == to:
+		return to
+	}
+	return from + " → " + to
 }
 
 func quantity(m knestv1.MachineSpec) string {

@@ -1,0 +1,60 @@
+package printers
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+)
+
+func TestVersionNotes(t *testing.T) {
+	g := NewWithT(t)
+	nc := &knestv1.NestedCluster{
+		Spec: knestv1.NestedClusterSpec{Version: "v1.35.4", Workers: []knestv1.WorkerPool{
+			{Name: "workers", Replicas: ptr.To[int32](2)},
+			{Name: "gpu", Replicas: ptr.To[int32](1), Version: "v1.34.4"},
+		}},
+		Status: knestv1.NestedClusterStatus{
+			Version:      "v1.35.4",
+			ControlPlane: knestv1.ReplicaStatus{Desired: 1, Ready: 1, Current: 1, UpToDate: 1},
+			Workers: []knestv1.PoolStatus{
+				{Name: "workers", Version: "v1.35.4", ReplicaStatus: knestv1.ReplicaStatus{Desired: 2, Ready: 2, Current: 3, UpToDate: 1}},
+				{Name: "gpu", Version: "v1.34.4", ReplicaStatus: knestv1.ReplicaStatus{Desired: 1, Ready: 1, Current: 1, UpToDate: 1}},
+			},
+		},
+	}
+	g.Expect(VersionNotes(nc)).To(Equal([]string{
+		"pool workers rolling: 1 of 3 up to date",
+		"pool gpu is held at v1.34.4; control plane runs v1.35.4",
+	}))
+
+	// The control plane still rolls; the default pool has not been given the new
+	// version yet.
+	nc.Status.Version = "v1.34.4"
+	nc.Status.ControlPlane.UpToDate = 0
+	nc.Status.Workers[0].Version = "v1.34.4"
+	nc.Status.Workers[0].UpToDate = 3
+	g.Expect(VersionNotes(nc)).To(Equal([]string{
+		"control plane upgrading: runs v1.34.4, rolling to v1.35.4",
+		"control plane rolling: 0 of 1 up to date",
+		"pool gpu is held at v1.34.4, the control plane's version; it stays there when the cluster is upgraded",
+	}))
+
+	// The default pool was given the new version before the control plane finished.
+	nc.Status.Workers[0].Version = "v1.35.4"
+	g.Expect(VersionNotes(nc)).To(ContainElement("pool workers is rolled to v1.35.4; control plane runs v1.34.4"))
+	nc.Status.Workers[0].Version = "v1.34.4"
+
+	// Nothing differs: no notes.
+	nc.Spec.Version, nc.Status.Version = "v1.34.4", "v1.34.4"
+	nc.Spec.Workers[1].Version = ""
+	nc.Status.ControlPlane.UpToDate = 1
+	g.Expect(VersionNotes(nc)).To(BeEmpty())
+
+	g.Expect(arrow("v1.34.4", "v1.35.4")).To(Equal("v1.34.4 → v1.35.4"))
+	g.Expect(arrow("", "v1.35.4")).To(Equal("v1.35.4"))
+	g.Expect(arrow("v1.35.4", "v1.35.4")).To(Equal("v1.35.4"))
+	g.Expect(arrow("", "")).To(Equal("<none>"))
+}
