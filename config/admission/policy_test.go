@@ -20,6 +20,7 @@ import (
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/testenv"
+	"github.com/knest-dev/knest/pkg/kubever"
 )
 
 var env *testenv.Env
@@ -54,8 +55,9 @@ func cluster(ns, name, version string) *knestv1.NestedCluster {
 	}
 }
 
+// message is what the CLI says (pkg/kubever), which the policy must say too.
 func message(version, listed string) string {
-	return "Kubernetes " + version + " has no knest node image on this host (node images: " + listed + "); build and publish one first (images/README.md)"
+	return kubever.NoNodeImageMessage(version, kubever.ParseNodeVersions(listed))
 }
 
 func TestNodeVersionsPolicy(t *testing.T) {
@@ -127,5 +129,22 @@ func TestNodeVersionsPolicy(t *testing.T) {
 		g.Expect(env.Client.Update(ctx, nc)).To(Succeed(), "releasing a held pool to spec.version")
 		nc.Spec.Version = "v1.35.4"
 		g.Expect(env.Client.Update(ctx, nc)).To(Succeed(), "upgrading to a listed version")
+
+		// An empty list admits no version; a ConfigMap without the key checks nothing,
+		// as the CLI does.
+		g.Expect(unstructured.SetNestedField(u.Object, "", "data", "versions")).To(Succeed())
+		g.Expect(env.Client.Update(ctx, u)).To(Succeed())
+		g.Eventually(func() error {
+			return env.Client.Create(ctx, cluster("tenants", "probe-empty", "v1.35.4"))
+		}, 30*time.Second, 200*time.Millisecond).Should(MatchError(ContainSubstring(message("v1.35.4", ""))))
+		unstructured.RemoveNestedField(u.Object, "data", "versions")
+		g.Expect(env.Client.Update(ctx, u)).To(Succeed())
+		g.Eventually(func() error {
+			err := env.Client.Create(ctx, cluster("tenants", "probe-nokey", "v1.36.0"))
+			if err == nil {
+				_ = env.Client.Delete(ctx, cluster("tenants", "probe-nokey", ""))
+			}
+			return err
+		}, 30*time.Second, 200*time.Millisecond).Should(Succeed())
 	})
 }
