@@ -70,19 +70,21 @@ type provider struct {
 var all = []provider{
 	{
 		name: "capi", binary: "cluster-api-manager", module: capiModule, config: "config",
-		args: []string{"--feature-gates=MachinePool=true,ClusterResourceSet=true,ClusterTopology=false,RuntimeSDK=false," +
-			"MachineSetPreflightChecks=true,MachineWaitForVolumeDetachConsiderVolumeAttachments=true,PriorityQueue=false"},
+		args: []string{"--feature-gates=MachinePool=true,ClusterTopology=false,RuntimeSDK=false,MachineSetPreflightChecks=true," +
+			"MachineWaitForVolumeDetachConsiderVolumeAttachments=true,PriorityQueue=true,ReconcilerRateLimiting=true," +
+			"InPlaceUpdates=false,MachineTaintPropagation=false"},
 	},
 	{
 		name: "capi-kubeadm-bootstrap", binary: "kubeadm-bootstrap-manager", module: capiModule, config: "bootstrap/kubeadm/config",
 		args: []string{
-			"--feature-gates=MachinePool=true,KubeadmBootstrapFormatIgnition=false,PriorityQueue=false",
+			"--feature-gates=MachinePool=true,KubeadmBootstrapFormatIgnition=false,PriorityQueue=true,ReconcilerRateLimiting=true",
 			"--bootstrap-token-ttl=15m",
 		},
 	},
 	{
 		name: "capi-kubeadm-control-plane", binary: "kubeadm-control-plane-manager", module: capiModule, config: "controlplane/kubeadm/config",
-		args: []string{"--feature-gates=MachinePool=true,ClusterTopology=false,KubeadmBootstrapFormatIgnition=false,PriorityQueue=false"},
+		args: []string{"--feature-gates=MachinePool=true,ClusterTopology=false,KubeadmBootstrapFormatIgnition=false,PriorityQueue=true," +
+			"ReconcilerRateLimiting=true,InPlaceUpdates=false,MachineTaintPropagation=false"},
 	},
 	{
 		name: "capk", binary: "capk-manager", module: capkModule, config: "config",
