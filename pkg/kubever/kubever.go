@@ -4,6 +4,7 @@
 package kubever
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -81,20 +82,22 @@ const (
 )
 
 // CheckUpgrade says why a control plane at from cannot move to to, or returns nil.
+// The errors say exactly what the CRD's rules say (the field path gives the value).
 func CheckUpgrade(from, to Version) error {
 	switch {
 	case to.Compare(from) < 0:
-		return fmt.Errorf("%s: %s is older than %s", DowngradeMessage, to, from)
+		return errors.New(DowngradeMessage)
 	case to.Minor > from.Minor+1:
-		return fmt.Errorf("%s: %s skips from %s", SkipMinorMessage, to, from)
+		return errors.New(SkipMinorMessage)
 	}
 	return nil
 }
 
-// CheckPoolSkew says why a pool at pool cannot run under a control plane at cp.
+// CheckPoolSkew says, as the CRD does, why a pool at pool cannot run under a control
+// plane at cp.
 func CheckPoolSkew(pool, cp Version) error {
 	if pool.Compare(cp) > 0 || pool.Minor+knestv1.MaxKubeletSkew < cp.Minor {
-		return fmt.Errorf("%s: pool %s, spec.version %s", PoolSkewMessage, pool, cp)
+		return errors.New(PoolSkewMessage)
 	}
 	return nil
 }

@@ -89,11 +89,13 @@ func ownedBy(obj client.Object, nc *knestv1.NestedCluster) bool {
 	return false
 }
 
-// ControlledByCluster tells the objects that Cluster API's Cluster controller makes
-// itself the controller of — those its infrastructureRef and controlPlaneRef name. It
-// refuses while another controller holds them ("Object ... is already owned by
-// another NestedCluster controller"), so knest is only an owner of these. The
-// apply removes a controller flag that an earlier knest set.
+// ControlledByCluster tells the objects that Cluster API's Cluster controller owns:
+// those its infrastructureRef and controlPlaneRef name. Up to v1.12 it made itself
+// their controller and refused while another held them ("Object ... is already owned
+// by another NestedCluster controller"); since v1.13 it is a plain owner unless the
+// Cluster has a topology. knest stays a plain owner of these either way, so clusters
+// made under either release reconcile alike. The apply removes a controller flag
+// that an earlier knest set.
 func ControlledByCluster(obj client.Object) bool {
 	switch obj.(type) {
 	case *capkv1.KubevirtCluster, *controlplanev1.KubeadmControlPlane:

@@ -64,7 +64,7 @@ type Reconciler struct {
 // SetupWithManager registers the controller. It watches every kind it creates, so
 // Cluster API's progress (status of the control plane and deployments) and any
 // deletion of an owned object bring the NestedCluster back to reconcile. The
-// KubevirtCluster and KubeadmControlPlane are controlled by the Cluster, so those
+// KubevirtCluster and KubeadmControlPlane are owned by the Cluster too, so those
 // watches match every owner, not only the controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
 	return ctrl.NewControllerManagedBy(mgr).
