@@ -154,6 +154,9 @@ func upgradeAndWatch(t *testing.T, key client.ObjectKey, from, to string, nodePo
 	expectNodesReady(t, tc, 2)
 	expectKubeletVersion(t, tc, 2, to)
 	expectServerVersion(t, tc, to)
+	// kube-proxy and CoreDNS as the control plane rolled them, running from what the
+	// new nodes have preloaded (nothing can be pulled).
+	expectAddonsRunning(t, tc, 2)
 	expectServiceAnswers(t, tc, 2)
 	// The host: the status says so, and nothing of the old machines or templates
 	// is left.
