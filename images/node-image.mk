@@ -24,11 +24,13 @@ node-image-tools: ## Install what the node image build needs (mmdebstrap, e2fspr
 .PHONY: node-image
 node-image: node-image-tools ## Build the node image for NODE_KUBE_VERSION (default: the newest of NODE_KUBE_VERSIONS) offline.
 	KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$(NODE_KUBE_VERSION) GO=$(GO) nice -n 10 images/build.sh
+	images/scripts/check-coredns.sh $(NODE_KUBE_VERSION) $(KNEST_CACHE)/node-image/out/$(NODE_KUBE_VERSION) pkg/cluster/coredns.go
 
 .PHONY: node-images
 node-images: node-image-tools ## Build the node image of every version in NODE_KUBE_VERSIONS (for upgrades).
 	for v in $(NODE_KUBE_VERSIONS); do \
 		KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$$v GO=$(GO) nice -n 10 images/build.sh; \
+		images/scripts/check-coredns.sh $$v $(KNEST_CACHE)/node-image/out/$$v pkg/cluster/coredns.go; \
 	done
 
 .PHONY: node-image-test

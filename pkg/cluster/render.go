@@ -278,6 +278,7 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 			},
 			KubeadmConfigSpec: bootstrapv1.KubeadmConfigSpec{
 				ClusterConfiguration: bootstrapv1.ClusterConfiguration{
+					DNS:               bootstrapv1.DNS{ImageTag: CoreDNSImageTag(s.Version)},
 					APIServer:         bootstrapv1.APIServer{CertSANs: sans},
 					ControllerManager: bootstrapv1.ControllerManager{ExtraArgs: leaderElectionArgs()},
 					Scheduler:         bootstrapv1.Scheduler{ExtraArgs: leaderElectionArgs()},

@@ -246,3 +246,17 @@ func TestRenderHeldPoolVersion(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(graph.Pools[0].MachineDeployment.Spec.Template.Spec.Version).To(Equal("v1.34.3"))
 }
+
+// The control plane names the CoreDNS of its version, so an upgrade moves CoreDNS to
+// the image the new nodes have preloaded; a minor without a node image leaves it to
+// kubeadm.
+func TestRenderCoreDNSFollowsTheVersion(t *testing.T) {
+	g := NewWithT(t)
+	for version, tag := range map[string]string{"v1.34.4": "v1.12.1", "v1.35.4": "v1.13.1", "v1.36.0": ""} {
+		nc := demo()
+		nc.Spec.Version = version
+		graph, err := cluster.Render(nc, cluster.Options{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(graph.ControlPlane.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag).To(Equal(tag), version)
+	}
+}
