@@ -37,13 +37,13 @@ var wantNamespaces = map[string]string{
 // The manager flags clusterctl's defaults give (the same as e2e/providers passes
 // to the managers it runs as processes).
 var wantArgs = map[string][]string{
-	"cluster-api": {"--feature-gates=MachinePool=true,ClusterResourceSet=true,ClusterTopology=false,RuntimeSDK=false," +
-		"MachineSetPreflightChecks=true,MachineWaitForVolumeDetachConsiderVolumeAttachments=true,PriorityQueue=false"},
-	"bootstrap-kubeadm": {
-		"--feature-gates=MachinePool=true,KubeadmBootstrapFormatIgnition=false,PriorityQueue=false",
-		"--bootstrap-token-ttl=15m",
-	},
-	"control-plane-kubeadm":   {"--feature-gates=MachinePool=true,ClusterTopology=false,KubeadmBootstrapFormatIgnition=false,PriorityQueue=false"},
+	"cluster-api": {"--feature-gates=MachinePool=true,ClusterTopology=false,RuntimeSDK=false,MachineSetPreflightChecks=true," +
+		"MachineWaitForVolumeDetachConsiderVolumeAttachments=true,PriorityQueue=true,ReconcilerRateLimiting=true," +
+		"InPlaceUpdates=false,MachineTaintPropagation=false"},
+	"bootstrap-kubeadm": {"--bootstrap-token-ttl=15m",
+		"--feature-gates=MachinePool=true,KubeadmBootstrapFormatIgnition=false,PriorityQueue=true,ReconcilerRateLimiting=true"},
+	"control-plane-kubeadm": {"--feature-gates=MachinePool=true,ClusterTopology=false,KubeadmBootstrapFormatIgnition=false,PriorityQueue=true," +
+		"ReconcilerRateLimiting=true,InPlaceUpdates=false,MachineTaintPropagation=false"},
 	"infrastructure-kubevirt": {"--feature-gates=MachinePool=false"},
 }
 
