@@ -139,6 +139,12 @@ flannel_cni_ref=$(flannel_const FlannelCNIPluginImage)
 tag() { echo "${1##*:}"; }
 etcd_version=v$(tag "$etcd_ref" | sed 's/-[0-9]*$//')
 coredns_version=$(tag "$coredns_ref")
+# CoreDNS of every minor knest has node images for (pkg/cluster/coredns.go), not only
+# this kubeadm's: during an upgrade Cluster API moves CoreDNS last, so a new node's
+# `kubeadm join` pulls the old minor's CoreDNS and its pods may land on new nodes;
+# nodes of a held pool meet the new minor's. Air-gapped, only preloaded images run.
+mapfile -t coredns_other < <(sed -n 's/^\s*coreDNSv1[0-9]*\s*=\s*"\(v[0-9.]*\)".*/\1/p' "$repo/pkg/cluster/coredns.go" |
+	grep -vxF "$coredns_version" | sort -u)
 flannel_version=$(tag "$flannel_ref")
 # The flannel CNI plugin's own repository is not served by the Go module proxy; the
 # plugin lived in containernetworking/plugins until v0.9.1, which is what we build.
@@ -150,6 +156,10 @@ bin=$cache/bin
 	"$cache/mod/etcd-$etcd_version" "$bin/etcd-$etcd_version/etcd"
 "$here/scripts/build-gomod.sh" github.com/coredns/coredns "$coredns_version" github.com/coredns/coredns \
 	"$cache/mod/coredns-$coredns_version" "$bin/coredns-$coredns_version/coredns"
+for v in "${coredns_other[@]}"; do
+	"$here/scripts/build-gomod.sh" github.com/coredns/coredns "$v" github.com/coredns/coredns \
+		"$cache/mod/coredns-$v" "$bin/coredns-$v/coredns"
+done
 # Two of flanneld's cloud-backend dependencies are not served by the module proxy:
 # tencentcloud common at the required version (a newer one is), and the VPC package at
 # any version (a compile-only stub in images/stubs; knest runs flannel's VXLAN backend).
@@ -206,9 +216,15 @@ build_utils() {
 }
 step "$utils" build_utils
 
-images_hash=$(hash_inputs "${kubeadm_images[*]} $flannel_ref $flannel_cni_ref" "$tools" "$utils" \
+coredns_other_refs=()
+coredns_other_bins=()
+for v in "${coredns_other[@]}"; do
+	coredns_other_refs+=("${coredns_ref%:*}:$v")
+	coredns_other_bins+=("$bin/coredns-$v/coredns")
+done
+images_hash=$(hash_inputs "${kubeadm_images[*]} ${coredns_other_refs[*]} $flannel_ref $flannel_cni_ref" "$tools" "$utils" \
 	"$kube/kube-apiserver" "$kube/kube-controller-manager" "$kube/kube-scheduler" "$kube/kube-proxy" \
-	"$bin/etcd-$etcd_version/etcd" "$bin/coredns-$coredns_version/coredns" \
+	"$bin/etcd-$etcd_version/etcd" "$bin/coredns-$coredns_version/coredns" "${coredns_other_bins[@]}" \
 	"$bin/flannel-$flannel_version/flanneld" "$bin/cni-flannel-$flannel_cni_version/flannel")
 images=$cache/images/$images_hash
 build_images() {
@@ -221,6 +237,9 @@ build_images() {
  {"ref": "$(image_ref kube-proxy)", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$k/kube-proxy", "dst": "/usr/local/bin/kube-proxy", "mode": "0755"}]}]},
  {"ref": "$etcd_ref", "layers": [{"files": [{"src": "$bin/etcd-$etcd_version/etcd", "dst": "/usr/local/bin/etcd", "mode": "0755"}]}]},
  {"ref": "$coredns_ref", "layers": [{"files": [{"src": "$bin/coredns-$coredns_version/coredns", "dst": "/coredns", "mode": "0755"}]}], "entrypoint": ["/coredns"]},
+$(for i in "${!coredns_other_refs[@]}"; do
+	echo " {\"ref\": \"${coredns_other_refs[$i]}\", \"layers\": [{\"files\": [{\"src\": \"${coredns_other_bins[$i]}\", \"dst\": \"/coredns\", \"mode\": \"0755\"}]}], \"entrypoint\": [\"/coredns\"]},"
+done)
  {"ref": "$pause_ref", "layers": [{"files": [{"src": "$tools/pause", "dst": "/pause", "mode": "0755"}]}], "entrypoint": ["/pause"]},
  {"ref": "$flannel_ref", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$bin/flannel-$flannel_version/flanneld", "dst": "/opt/bin/flanneld", "mode": "0755"}]}], "entrypoint": ["/opt/bin/flanneld"]},
  {"ref": "$flannel_cni_ref", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$bin/cni-flannel-$flannel_cni_version/flannel", "dst": "/flannel", "mode": "0755"}]}]}
@@ -228,7 +247,7 @@ build_images() {
 EOF
 	log "writing the preloaded images archive"
 	"$tools/ociimage" containers -spec "$tmp/spec.json" -out "$tmp/images.tar"
-	printf '%s\n' "${kubeadm_images[@]}" "$flannel_ref" "$flannel_cni_ref" >"$tmp/refs.txt"
+	printf '%s\n' "${kubeadm_images[@]}" "${coredns_other_refs[@]}" "$flannel_ref" "$flannel_cni_ref" >"$tmp/refs.txt"
 }
 step "$images" build_images
 

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,41 +97,17 @@ func TestTenantCluster(t *testing.T) {
 		t.Run("isolated from another namespace's pods", func(t *testing.T) { expectIsolatedFromHostPods(t, alpha) })
 	}
 
-	t.Run("scale up", func(t *testing.T) {
-		g := NewWithT(t)
-		ctx, cancel := context.WithTimeout(t.Context(), scaleTimeout)
-		defer cancel()
-		start := time.Now()
-		_, err := knestCmd(t, ctx, "scale", alpha.Name, "-n", alpha.Namespace, "--workers", "2", "--timeout", scaleTimeout.String())
-		g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers 2")
-		s.timeline.add("scale up 1 → 2 workers", "knest scale returned", time.Since(start))
-		expectNodesReady(t, tenantClient(t, alpha), 3)
-		s.timeline.add("scale up 1 → 2 workers", "3 nodes Ready", time.Since(start))
-	})
-
-	t.Run("scale down naming the node", func(t *testing.T) {
-		g := NewWithT(t)
-		ctx, cancel := context.WithTimeout(t.Context(), scaleTimeout)
-		defer cancel()
-		tc := tenantClient(t, alpha)
-		// Remove a worker that runs a replica, so the drain has something to move.
-		victim := nodeOfPod(t, tc, "echo")
-		machine := machineOfNode(t, alpha, victim)
-		start := time.Now()
-		_, err := knestCmd(t, ctx, "scale", alpha.Name, "-n", alpha.Namespace, "--workers", "1", "--remove-node", victim, "--timeout", scaleTimeout.String())
-		g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers 1 --remove-node")
-		s.timeline.add("scale down 2 → 1 worker", "knest scale returned", time.Since(start))
-
-		g.Eventually(func(g Gomega) {
-			err := tc.Get(ctx, client.ObjectKey{Name: victim}, &corev1.Node{})
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "node %s still exists (err %v)", victim, err)
-		}, deleteTimeout, poll).Should(Succeed())
-		expectGone(t, alpha.Namespace, machine, victim)
-		s.timeline.add("scale down 2 → 1 worker", "node, machine, VM, qemu gone", time.Since(start))
-		// The drain moved the replicas; the Service still answers.
-		expectNodesReady(t, tc, 2)
-		expectServiceAnswers(t, tc, 2)
-	})
+	if full {
+		// A third VM next to a running cluster: the way a pool usually grows.
+		t.Run("scale up", func(t *testing.T) { scaleUp(t, alpha, 1, 2) })
+		t.Run("scale down naming the node", func(t *testing.T) { scaleDownNaming(t, alpha, 2, 1) })
+	} else {
+		// At most two VMs: on 2 emulated cores a third one next to a running control
+		// plane can take 20 minutes to join (docs/e2e.md), which CI cannot afford.
+		// The pool goes to zero and back, so both directions still run for real.
+		t.Run("scale down naming the node", func(t *testing.T) { scaleDownNaming(t, alpha, 1, 0) })
+		t.Run("scale up", func(t *testing.T) { scaleUp(t, alpha, 0, 1) })
+	}
 
 	if full {
 		t.Run("worker VM killed", func(t *testing.T) { killWorkerAndExpectReplacement(t, alpha) })
@@ -182,6 +159,54 @@ func TestTenantCluster(t *testing.T) {
 // createCluster runs `knest create` with nodes sized for a 2-core host. With
 // KNEST_E2E_NODE_IMAGE set, the nodes boot that containerDisk with the kernel of
 // KNEST_E2E_KERNEL_IMAGE: the manifest comes from `knest create --dry-run`, edited.
+// scaleUp grows the default pool and waits for every node (control plane included)
+// to be Ready; the echo replicas run again wherever they were Pending.
+func scaleUp(t *testing.T, key client.ObjectKey, from, to int) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(t.Context(), scaleTimeout)
+	defer cancel()
+	phase := fmt.Sprintf("scale up %d → %d workers", from, to)
+	start := time.Now()
+	_, err := knestCmd(t, ctx, "scale", key.Name, "-n", key.Namespace, "--workers", strconv.Itoa(to), "--timeout", scaleTimeout.String())
+	g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d", to)
+	s.timeline.add(phase, "knest scale returned", time.Since(start))
+	tc := tenantClient(t, key)
+	expectNodesReady(t, tc, to+1)
+	s.timeline.add(phase, fmt.Sprintf("%d nodes Ready", to+1), time.Since(start))
+	expectAddonsRunning(t, tc, to+1)
+	expectServiceAnswers(t, tc, 2)
+	s.timeline.add(phase, "a Service answers in the tenant", time.Since(start))
+}
+
+// scaleDownNaming shrinks the default pool by removing the worker that runs an echo
+// replica, so the drain has something to move, and waits until its node, Machine,
+// VM and qemu process are gone.
+func scaleDownNaming(t *testing.T, key client.ObjectKey, from, to int) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(t.Context(), scaleTimeout)
+	defer cancel()
+	phase := fmt.Sprintf("scale down %d → %d workers", from, to)
+	tc := tenantClient(t, key)
+	victim := nodeOfPod(t, tc, echoName)
+	machine := machineOfNode(t, key, victim)
+	start := time.Now()
+	_, err := knestCmd(t, ctx, "scale", key.Name, "-n", key.Namespace, "--workers", strconv.Itoa(to), "--remove-node", victim, "--timeout", scaleTimeout.String())
+	g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d --remove-node", to)
+	s.timeline.add(phase, "knest scale returned", time.Since(start))
+
+	g.Eventually(func(g Gomega) {
+		err := tc.Get(ctx, client.ObjectKey{Name: victim}, &corev1.Node{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "node %s still exists (err %v)", victim, err)
+	}, deleteTimeout, poll).Should(Succeed())
+	expectGone(t, key.Namespace, machine, victim)
+	s.timeline.add(phase, "node, machine, VM, qemu gone", time.Since(start))
+	expectNodesReady(t, tc, to+1)
+	if to > 0 {
+		// The drain moved the replicas; the Service still answers.
+		expectServiceAnswers(t, tc, 2)
+	}
+}
+
 func createCluster(t *testing.T, ctx context.Context, key client.ObjectKey, flags ...string) (string, error) {
 	args := append([]string{"create", key.Name, "-n", key.Namespace}, nodeFlags...)
 	image, kernel := os.Getenv(envNodeImage), os.Getenv(envKernelImage)

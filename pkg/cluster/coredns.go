@@ -3,15 +3,16 @@ package cluster
 import "github.com/knest-dev/knest/pkg/kubever"
 
 // CoreDNS as kubeadm deploys it for each Kubernetes minor knest builds node images for
-// (kubeadm's constants.CoreDNSVersion, preloaded on that node image; `make
-// node-image` checks the image against this list, so keep one line per minor in
-// this form).
+// (kubeadm's constants.CoreDNSVersion). images/build.sh preloads every tag listed
+// here on every node image and `make node-image` checks it, so keep one line per
+// minor in this form.
 //
 // The KubeadmControlPlane names it (ClusterConfiguration.dns.imageTag): Cluster API
-// keeps the CoreDNS a cluster runs unless told another, and the node image of the
-// next minor has only its own CoreDNS preloaded (v1.34's is v1.12.1, v1.35's
-// v1.13.1), so after an upgrade CoreDNS could not start on the new nodes of an
-// air-gapped tenant. Told, Cluster API rolls CoreDNS (and its Corefile) along.
+// keeps the CoreDNS a cluster runs unless told another (v1.34's is v1.12.1, v1.35's
+// v1.13.1). Told, it moves CoreDNS (and its Corefile) once every control-plane
+// machine is at the new version; until then the kubeadm-config ConfigMap names the
+// old tag, which a new control-plane node's `kubeadm join` pulls, hence every image
+// carries every minor's CoreDNS.
 const (
 	coreDNSv134 = "v1.12.1"
 	coreDNSv135 = "v1.13.1"
