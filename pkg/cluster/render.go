@@ -438,14 +438,18 @@ func (r renderer) bootstrapTemplate(base string, p knestv1.WorkerPool) (*bootstr
 	}, nil
 }
 
-// healthCheck replaces a node that never joins or stays NotReady; the timeouts are
-// generous because nested VMs boot slowly. Remediation stops when more than 40% of
-// the group is unhealthy (that is a host problem, not a node problem) — but always
-// allows one: CAPI rounds 40% of a group of one or two down to zero, so small groups
-// (most tenant pools) would never be remediated.
+// healthCheck replaces a node that never joins, goes silent (Ready Unknown: its VM or
+// kubelet died) or stays NotReady; the timeouts are generous because nested VMs boot
+// slowly. A node is NotReady from its join until its CNI runs, which on an
+// oversubscribed host took more than 5 minutes (docs/e2e.md), and replacing it
+// starts the same wait again, so NotReady gets 15; a silent node gets 5.
+// Remediation stops when more than 40% of the group is unhealthy (that is a host
+// problem, not a node problem) — but always allows one: CAPI rounds 40% of a group
+// of one or two down to zero, so small groups (most tenant pools) would never be
+// remediated.
 func (r renderer) healthCheck(name, pool string, replicas int32, selector metav1.LabelSelector) *clusterv1.MachineHealthCheck {
 	maxUnhealthy := max(1, replicas*2/5)
-	notReady := int32(300)
+	notReady, silent := int32(900), int32(300)
 	return &clusterv1.MachineHealthCheck{
 		TypeMeta:   typeMeta(clusterv1.GroupVersion.WithKind("MachineHealthCheck")),
 		ObjectMeta: r.meta(name, pool),
@@ -456,7 +460,7 @@ func (r renderer) healthCheck(name, pool string, replicas int32, selector metav1
 				NodeStartupTimeoutSeconds: ptr(int32(1200)),
 				UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
 					{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: &notReady},
-					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: &notReady},
+					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: &silent},
 				},
 			},
 			Remediation: clusterv1.MachineHealthCheckRemediation{TriggerIf: clusterv1.MachineHealthCheckRemediationTriggerIf{

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -194,6 +195,24 @@ func TestHealthCheckAlwaysAllowsOneRemediation(t *testing.T) {
 	g.Expect(allowed(graph.ControlPlaneHealthCheck)).To(Equal(1), "a single control-plane node")
 	g.Expect(allowed(graph.Pools[0].HealthCheck)).To(Equal(1), "40% of 1 rounds to 0; one is always allowed")
 	g.Expect(allowed(graph.Pools[1].HealthCheck)).To(Equal(4), "40% of 10")
+}
+
+// A node that is NotReady (joined, CNI not yet running) gets longer than one that
+// went silent: under emulation the CNI took more than 5 minutes to start, and each
+// replacement began the same wait again.
+func TestHealthCheckWaitsLongerForNotReadyThanForSilent(t *testing.T) {
+	g := NewWithT(t)
+	graph, err := cluster.Render(demo(), cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, hc := range []*clusterv1.MachineHealthCheck{graph.ControlPlaneHealthCheck, graph.Pools[0].HealthCheck} {
+		timeouts := map[corev1.ConditionStatus]int32{}
+		for _, c := range hc.Spec.Checks.UnhealthyNodeConditions {
+			g.Expect(c.Type).To(Equal(corev1.NodeReady))
+			timeouts[c.Status] = *c.TimeoutSeconds
+		}
+		g.Expect(timeouts).To(Equal(map[corev1.ConditionStatus]int32{corev1.ConditionFalse: 900, corev1.ConditionUnknown: 300}), hc.Name)
+		g.Expect(*hc.Spec.Checks.NodeStartupTimeoutSeconds).To(Equal(int32(1200)), hc.Name)
+	}
 }
 
 func TestRenderBootsTheDefaultImageByItsKernel(t *testing.T) {
