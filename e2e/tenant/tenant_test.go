@@ -156,9 +156,6 @@ func TestTenantCluster(t *testing.T) {
 	})
 }
 
-// createCluster runs `knest create` with nodes sized for a 2-core host. With
-// KNEST_E2E_NODE_IMAGE set, the nodes boot that containerDisk with the kernel of
-// KNEST_E2E_KERNEL_IMAGE: the manifest comes from `knest create --dry-run`, edited.
 // scaleUp grows the default pool and waits for every node (control plane included)
 // to be Ready; the echo replicas run again wherever they were Pending.
 func scaleUp(t *testing.T, key client.ObjectKey, from, to int) {
@@ -207,6 +204,9 @@ func scaleDownNaming(t *testing.T, key client.ObjectKey, from, to int) {
 	}
 }
 
+// createCluster runs `knest create` with nodes sized for a 2-core host. With
+// KNEST_E2E_NODE_IMAGE set, the nodes boot that containerDisk with the kernel of
+// KNEST_E2E_KERNEL_IMAGE: the manifest comes from `knest create --dry-run`, edited.
 func createCluster(t *testing.T, ctx context.Context, key client.ObjectKey, flags ...string) (string, error) {
 	args := append([]string{"create", key.Name, "-n", key.Namespace}, nodeFlags...)
 	image, kernel := os.Getenv(envNodeImage), os.Getenv(envKernelImage)
