@@ -16,7 +16,9 @@ minor=${BASH_REMATCH[1]}
 have=$(grep -o '"[^"]*/coredns:v[0-9.]*"' "$out/manifest.json" | tr -d '"' | sed 's/.*://' | sort -u | paste -sd' ' - || true)
 [ -n "$have" ] || { echo "ERROR: $out/manifest.json lists no CoreDNS image" >&2; exit 1; }
 preloaded() { [[ " $have " == *" $1 "* ]]; }
-want=$(sed -n 's/^[[:space:]]*coreDNSv1'"$minor"'[[:space:]]*=[[:space:]]*"\(v[0-9.]*\)".*/\1/p' "$consts")
+# "MINOR TAG" per line of the list, e.g. "35 v1.13.1".
+listed=$(sed -n 's/^[[:space:]]*coreDNSv1\([0-9]*\)[[:space:]]*=[[:space:]]*"\(v[0-9.]*\)".*/\1 \2/p' "$consts")
+want=$(awk -v m="$minor" '$1 == m {print $2}' <<<"$listed")
 if [ -z "$want" ]; then
 	echo "WARNING: $consts names no CoreDNS for v1.$minor: upgrades to v1.$minor keep the running CoreDNS; add coreDNSv1$minor (preloaded here: $have)" >&2
 elif ! preloaded "$want"; then
@@ -24,7 +26,7 @@ elif ! preloaded "$want"; then
 	exit 1
 fi
 missing=
-for t in $(sed -n 's/^[[:space:]]*coreDNSv1[0-9]*[[:space:]]*=[[:space:]]*"\(v[0-9.]*\)".*/\1/p' "$consts"); do
+for t in $(awk '{print $2}' <<<"$listed"); do
 	preloaded "$t" || missing="$missing $t"
 done
 if [ -n "$missing" ]; then
