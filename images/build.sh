@@ -143,8 +143,10 @@ coredns_version=$(tag "$coredns_ref")
 # this kubeadm's: during an upgrade Cluster API moves CoreDNS last, so a new node's
 # `kubeadm join` pulls the old minor's CoreDNS and its pods may land on new nodes;
 # nodes of a held pool meet the new minor's. Air-gapped, only preloaded images run.
-mapfile -t coredns_other < <(sed -n 's/^\s*coreDNSv1[0-9]*\s*=\s*"\(v[0-9.]*\)".*/\1/p' "$repo/pkg/cluster/coredns.go" |
-	grep -vxF "$coredns_version" | sort -u)
+mapfile -t coredns_versions < <({
+	echo "$coredns_version"
+	sed -n 's/^\s*coreDNSv1[0-9]*\s*=\s*"\(v[0-9.]*\)".*/\1/p' "$repo/pkg/cluster/coredns.go"
+} | sort -u)
 flannel_version=$(tag "$flannel_ref")
 # The flannel CNI plugin's own repository is not served by the Go module proxy; the
 # plugin lived in containernetworking/plugins until v0.9.1, which is what we build.
@@ -154,9 +156,7 @@ flannel_cni_version=${FLANNEL_CNI_VERSION:-v0.9.1}
 bin=$cache/bin
 "$here/scripts/build-gomod.sh" go.etcd.io/etcd/server/v3 "$etcd_version" go.etcd.io/etcd/server/v3 \
 	"$cache/mod/etcd-$etcd_version" "$bin/etcd-$etcd_version/etcd"
-"$here/scripts/build-gomod.sh" github.com/coredns/coredns "$coredns_version" github.com/coredns/coredns \
-	"$cache/mod/coredns-$coredns_version" "$bin/coredns-$coredns_version/coredns"
-for v in "${coredns_other[@]}"; do
+for v in "${coredns_versions[@]}"; do
 	"$here/scripts/build-gomod.sh" github.com/coredns/coredns "$v" github.com/coredns/coredns \
 		"$cache/mod/coredns-$v" "$bin/coredns-$v/coredns"
 done
@@ -216,15 +216,15 @@ build_utils() {
 }
 step "$utils" build_utils
 
-coredns_other_refs=()
-coredns_other_bins=()
-for v in "${coredns_other[@]}"; do
-	coredns_other_refs+=("${coredns_ref%:*}:$v")
-	coredns_other_bins+=("$bin/coredns-$v/coredns")
+coredns_refs=()
+coredns_bins=()
+for v in "${coredns_versions[@]}"; do
+	coredns_refs+=("${coredns_ref%:*}:$v")
+	coredns_bins+=("$bin/coredns-$v/coredns")
 done
-images_hash=$(hash_inputs "${kubeadm_images[*]} ${coredns_other_refs[*]} $flannel_ref $flannel_cni_ref" "$tools" "$utils" \
+images_hash=$(hash_inputs "${kubeadm_images[*]} ${coredns_refs[*]} $flannel_ref $flannel_cni_ref" "$tools" "$utils" \
 	"$kube/kube-apiserver" "$kube/kube-controller-manager" "$kube/kube-scheduler" "$kube/kube-proxy" \
-	"$bin/etcd-$etcd_version/etcd" "$bin/coredns-$coredns_version/coredns" "${coredns_other_bins[@]}" \
+	"$bin/etcd-$etcd_version/etcd" "${coredns_bins[@]}" \
 	"$bin/flannel-$flannel_version/flanneld" "$bin/cni-flannel-$flannel_cni_version/flannel")
 images=$cache/images/$images_hash
 build_images() {
@@ -236,9 +236,8 @@ build_images() {
  {"ref": "$(image_ref kube-scheduler)", "layers": [{"files": [{"src": "$k/kube-scheduler", "dst": "/usr/local/bin/kube-scheduler", "mode": "0755"}]}]},
  {"ref": "$(image_ref kube-proxy)", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$k/kube-proxy", "dst": "/usr/local/bin/kube-proxy", "mode": "0755"}]}]},
  {"ref": "$etcd_ref", "layers": [{"files": [{"src": "$bin/etcd-$etcd_version/etcd", "dst": "/usr/local/bin/etcd", "mode": "0755"}]}]},
- {"ref": "$coredns_ref", "layers": [{"files": [{"src": "$bin/coredns-$coredns_version/coredns", "dst": "/coredns", "mode": "0755"}]}], "entrypoint": ["/coredns"]},
-$(for i in "${!coredns_other_refs[@]}"; do
-	echo " {\"ref\": \"${coredns_other_refs[$i]}\", \"layers\": [{\"files\": [{\"src\": \"${coredns_other_bins[$i]}\", \"dst\": \"/coredns\", \"mode\": \"0755\"}]}], \"entrypoint\": [\"/coredns\"]},"
+$(for i in "${!coredns_refs[@]}"; do
+	echo " {\"ref\": \"${coredns_refs[$i]}\", \"layers\": [{\"files\": [{\"src\": \"${coredns_bins[$i]}\", \"dst\": \"/coredns\", \"mode\": \"0755\"}]}], \"entrypoint\": [\"/coredns\"]},"
 done)
  {"ref": "$pause_ref", "layers": [{"files": [{"src": "$tools/pause", "dst": "/pause", "mode": "0755"}]}], "entrypoint": ["/pause"]},
  {"ref": "$flannel_ref", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$bin/flannel-$flannel_version/flanneld", "dst": "/opt/bin/flanneld", "mode": "0755"}]}], "entrypoint": ["/opt/bin/flanneld"]},
@@ -247,13 +246,14 @@ done)
 EOF
 	log "writing the preloaded images archive"
 	"$tools/ociimage" containers -spec "$tmp/spec.json" -out "$tmp/images.tar"
-	printf '%s\n' "${kubeadm_images[@]}" "${coredns_other_refs[@]}" "$flannel_ref" "$flannel_cni_ref" >"$tmp/refs.txt"
+	printf '%s\n' "${kubeadm_images[@]}" "${coredns_refs[@]}" "$flannel_ref" "$flannel_cni_ref" | awk '!seen[$0]++' >"$tmp/refs.txt"
 }
 step "$images" build_images
 
 # --- 6. disk as assembled -----------------------------------------------------------
 # What a VM boots with direct kernel boot (also written to manifest.json).
-kernel_args="root=LABEL=knest-root ro console=ttyS0"
+# tsc=reliable: see DefaultKernelArgs in api/v1alpha1 (the clocksource under emulation).
+kernel_args="root=LABEL=knest-root ro console=ttyS0 tsc=reliable"
 disk_hash=$(hash_inputs "$base_hash" "$images_hash" "$version" "$here/rootfs/overlay" "$here/rootfs/templates" "$0" \
 	"$kube/kubelet" "$kube/kubeadm" "$kube/kubectl")
 disk=$cache/disk/$version-$disk_hash

@@ -6,8 +6,8 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 )
 
-// resumeBootstrapScript finishes a `kubeadm init` or worker `kubeadm join` that
-// failed on timing; see the script for what it resumes and what it leaves alone.
+// resumeBootstrapScript finishes a `kubeadm init` or `kubeadm join` that failed on
+// timing; see the script for what it resumes and what it leaves alone.
 // CABPK runs kubeadm once (its retrying join was removed in v1beta2), and on an
 // oversubscribed host a failed init leaves a cluster that nothing recovers, a failed
 // join a VM that waits for its health check's node startup timeout (20 minutes) to be

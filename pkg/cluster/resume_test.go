@@ -13,9 +13,14 @@ import (
 )
 
 // fakeKubeadm logs its arguments and fails the first $FAILS calls that start with
-// $FAIL_ON.
+// $FAIL_ON. Like kubeadm, reset deletes the certificates and join fails without the
+// cluster CA's key when $NEEDS_CA is set (a control-plane join).
 const fakeKubeadm = `#!/bin/sh
 echo "$*" >>"$LOG"
+case "$*" in
+reset*) rm -rf "$PKI" ;;
+join*) if [ -n "${NEEDS_CA:-}" ] && [ ! -f "$PKI/ca.key" ]; then echo "no CA" >>"$LOG"; exit 1; fi ;;
+esac
 case "$*" in
 "$FAIL_ON"*)
 	n=$(cat "$COUNT" 2>/dev/null || echo 0)
@@ -49,7 +54,7 @@ func runResume(t *testing.T, mode string, setup func(dir string), env ...string)
 		}
 	}
 	dir := t.TempDir()
-	for _, d := range []string{"bin", "run/kubeadm", "etc/kubernetes/manifests"} {
+	for _, d := range []string{"bin", "run/kubeadm", "etc/kubernetes/manifests", "etc/kubernetes/pki/etcd"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -69,7 +74,7 @@ func runResume(t *testing.T, mode string, setup func(dir string), env ...string)
 		"LOG=" + filepath.Join(dir, "calls"), "COUNT=" + filepath.Join(dir, "count"),
 		"KNEST_SENTINEL=" + filepath.Join(dir, "sentinel"),
 		"KNEST_KUBEADM_DIR=" + filepath.Join(dir, "run/kubeadm"),
-		"KNEST_KUBERNETES_DIR=" + filepath.Join(dir, "etc/kubernetes"),
+		"KNEST_KUBERNETES_DIR=" + filepath.Join(dir, "etc/kubernetes"), "PKI=" + filepath.Join(dir, "etc/kubernetes/pki"),
 		"KNEST_RESUME_DELAY=0", "KNEST_RESUME_ATTEMPTS=3", "FAILS=0", "FAIL_ON=none",
 	}, env...)
 	out, err := cmd.CombinedOutput()
@@ -128,11 +133,6 @@ func TestResumeBootstrapResumesInitOnlyWithAControlPlane(t *testing.T) {
 	g.Expect(r.err).To(HaveOccurred())
 	g.Expect(r.calls).To(BeEmpty())
 
-	// A control-plane join (no init config) is KCP's to remediate.
-	r = runResume(t, "init", func(string) {})
-	g.Expect(r.err).NotTo(HaveOccurred())
-	g.Expect(r.calls).To(BeEmpty())
-
 	// Failed in the addon phase, as measured: the tail phases run again until they pass.
 	r = runResume(t, "init", func(dir string) {
 		initConfig(dir)
@@ -145,4 +145,28 @@ func TestResumeBootstrapResumesInitOnlyWithAControlPlane(t *testing.T) {
 		"init phase bootstrap-token" + cfg, "init phase kubelet-finalize all" + cfg, "init phase addon all" + cfg}
 	g.Expect(r.calls).To(Equal(append(append([]string{}, phases...), phases...)))
 	g.Expect(r.sentinel()).To(Equal("success\n"))
+}
+
+func TestResumeBootstrapRetriesAControlPlaneJoinWithItsCertificates(t *testing.T) {
+	g := NewWithT(t)
+	// KCP's post command says init; the join config says it is a join. It failed in
+	// check-etcd (the old control plane too slow to answer), before its etcd member.
+	cpJoin := func(dir string) {
+		file(dir, "run/kubeadm/kubeadm-join-config.yaml")
+		for _, f := range []string{"ca.crt", "ca.key", "sa.key", "sa.pub", "etcd/ca.crt", "etcd/ca.key"} {
+			file(dir, "etc/kubernetes/pki/"+f)
+		}
+		file(dir, "etc/kubernetes/manifests/kube-apiserver.yaml")
+	}
+	r := runResume(t, "init", cpJoin, "FAIL_ON=join", "FAILS=1", "NEEDS_CA=1")
+	g.Expect(r.err).NotTo(HaveOccurred())
+	join := "join --config " + filepath.Join(r.dir, "run/kubeadm/kubeadm-join-config.yaml")
+	g.Expect(r.calls).To(Equal([]string{"reset --force", join, "reset --force", join}))
+	g.Expect(r.sentinel()).To(Equal("success\n"))
+	g.Expect(filepath.Join(r.dir, "etc/kubernetes/pki/etcd/ca.key")).To(BeAnExistingFile(), "restored after the reset")
+
+	// Once its etcd member may have been added, the machine is KCP's to remediate.
+	r = runResume(t, "init", func(dir string) { cpJoin(dir); file(dir, "etc/kubernetes/manifests/etcd.yaml") })
+	g.Expect(r.err).To(HaveOccurred())
+	g.Expect(r.calls).To(BeEmpty())
 }

@@ -8,8 +8,13 @@
 #         control plane it counts as initialized. If the control plane's manifests
 #         and admin.conf were written, the phases after the control plane's start
 #         (each idempotent) are run again until they pass.
-#   join  A worker's join that timed out (discovery, TLS bootstrap) is reset and run
-#         again. Control-plane joins are left to KCP's remediation.
+#   join  A join that timed out (discovery, TLS bootstrap, the control plane's etcd
+#         check) is reset and run again. KCP's machines all run `init` (one
+#         kubeadmConfigSpec), so a control-plane join is told by its join config. A
+#         control-plane join that got as far as adding its etcd member is left to
+#         KCP's remediation, which removes the member; `kubeadm reset` could leave it
+#         behind and cost the cluster its quorum. The certificates CABPK wrote for a
+#         control-plane join are kept across the reset, which deletes them.
 #
 # Writes CABPK's sentinel on success, which is what CAPK's bootstrap check reads.
 set -u
@@ -25,10 +30,13 @@ log() { echo "knest-resume-bootstrap: $*" >&2; }
 
 [ -f "$sentinel" ] && exit 0
 
+if [ "$mode" = init ] && [ ! -f "$kubeadm_dir/kubeadm.yaml" ]; then
+	mode=join # a control-plane join
+fi
+
 case $mode in
 init)
 	config=$kubeadm_dir/kubeadm.yaml
-	[ -f "$config" ] || exit 0 # a control-plane join: KCP remediates those
 	if [ ! -f "$kubernetes_dir/admin.conf" ] || [ ! -f "$kubernetes_dir/manifests/kube-apiserver.yaml" ]; then
 		log "kubeadm init failed before the control plane was written; nothing to resume"
 		exit 1
@@ -43,7 +51,21 @@ init)
 join)
 	config=$kubeadm_dir/kubeadm-join-config.yaml
 	[ -f "$config" ] || exit 1
-	resume() { kubeadm reset --force && kubeadm join --config "$config"; }
+	if [ -f "$kubernetes_dir/manifests/etcd.yaml" ]; then
+		log "the control-plane join failed after adding its etcd member; leaving it to KCP's remediation"
+		exit 1
+	fi
+	# The cluster's CAs and service-account keys, as CABPK wrote them (control planes only).
+	pki=$kubernetes_dir/pki
+	keep=$(mktemp -d)
+	for f in ca.crt ca.key sa.key sa.pub front-proxy-ca.crt front-proxy-ca.key etcd/ca.crt etcd/ca.key; do
+		[ -f "$pki/$f" ] && mkdir -p "$keep/$(dirname "$f")" && cp -p "$pki/$f" "$keep/$f"
+	done
+	resume() {
+		kubeadm reset --force || return 1
+		mkdir -p "$pki" && cp -pR "$keep/." "$pki/"
+		kubeadm join --config "$config"
+	}
 	;;
 *)
 	log "unknown mode $mode"
