@@ -44,7 +44,7 @@ const (
 	createTimeout = 50 * time.Minute
 	scaleTimeout  = 40 * time.Minute
 	deleteTimeout = 10 * time.Minute
-	tenantTimeout = 15 * time.Minute
+	tenantTimeout = 20 * time.Minute
 	poll          = 5 * time.Second
 )
 

@@ -310,15 +310,19 @@ func leaderElectionArgs() []bootstrapv1.Arg {
 }
 
 // controlPlaneTimeouts give kubeadm 10 minutes (default 4) for the control-plane
-// components' first health check and 5 minutes (default 1) for each of its API calls:
-// a VM that boots slowly must not fail `kubeadm init` and be replaced, which starts the
-// same slow boot again. Measured with two control planes booting at once under
-// emulation: both `kubeadm init`s failed on 1-minute API calls after the API server
-// was healthy.
+// components' first health check, 5 minutes (default 1) for each of its API calls and
+// 10 minutes (default 2) for a joining control plane's etcd calls: a VM that boots
+// slowly must not fail `kubeadm init` or `join` and be replaced, which starts the same
+// slow boot again. Measured under emulation: with two control planes booting at once,
+// both `kubeadm init`s failed on 1-minute API calls after the API server was healthy;
+// in an upgrade (three VMs on 2 cores), adding the new etcd member took 100 s of
+// retries, and the 2 minutes ran out 2 s after its manifest was written, before the
+// member could sync, which leaves the machine to KCP's remediation.
 func controlPlaneTimeouts() bootstrapv1.Timeouts {
 	return bootstrapv1.Timeouts{
 		ControlPlaneComponentHealthCheckSeconds: ptr(int32(600)),
 		KubernetesAPICallSeconds:                ptr(int32(300)),
+		EtcdAPICallSeconds:                      ptr(int32(600)),
 	}
 }
 

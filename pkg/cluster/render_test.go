@@ -119,6 +119,7 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	g.Expect(kcs.ClusterConfiguration.Scheduler.ExtraArgs).To(Equal(kcs.ClusterConfiguration.ControllerManager.ExtraArgs))
 	g.Expect(*kcs.InitConfiguration.Timeouts.ControlPlaneComponentHealthCheckSeconds).To(Equal(int32(600)))
 	g.Expect(*kcs.InitConfiguration.Timeouts.KubernetesAPICallSeconds).To(Equal(int32(300)))
+	g.Expect(*kcs.JoinConfiguration.Timeouts.EtcdAPICallSeconds).To(Equal(int32(600)), "a joining control plane's etcd member needs time to sync")
 	// The probe patches (probes_test.go) and the bootstrap resume script (resume_test.go).
 	g.Expect(kcs.Files).To(HaveLen(5))
 	g.Expect(kcs.PostKubeadmCommands).To(Equal([]string{"/usr/local/sbin/knest-resume-bootstrap init"}))
