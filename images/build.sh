@@ -252,8 +252,7 @@ step "$images" build_images
 
 # --- 6. disk as assembled -----------------------------------------------------------
 # What a VM boots with direct kernel boot (also written to manifest.json).
-# tsc=reliable: see DefaultKernelArgs in api/v1alpha1 (the clocksource under emulation).
-kernel_args="root=LABEL=knest-root ro console=ttyS0 tsc=reliable"
+kernel_args="root=LABEL=knest-root ro console=ttyS0"
 disk_hash=$(hash_inputs "$base_hash" "$images_hash" "$version" "$here/rootfs/overlay" "$here/rootfs/templates" "$0" \
 	"$kube/kubelet" "$kube/kubeadm" "$kube/kubectl")
 disk=$cache/disk/$version-$disk_hash

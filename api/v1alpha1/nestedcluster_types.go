@@ -20,12 +20,10 @@ const (
 	// DefaultNodeKernelRepository holds the kernel-boot images that go with them:
 	// knest's node disk has no bootloader, so its nodes boot their kernel directly.
 	DefaultNodeKernelRepository = "knest/node-kernel"
-	// DefaultKernelArgs is the kernel command line of knest's node image.
-	// tsc=reliable: under software emulation the kernel finds the vCPUs' TSCs
-	// unsynchronized and falls back to the HPET, and every clock read becomes an
-	// emulated device access (2.8 µs instead of 0.18 µs per Go time.Now, measured
-	// under TCG). Under KVM, kvm-clock or an already trusted TSC, as before.
-	DefaultKernelArgs          = "root=LABEL=knest-root ro console=ttyS0 tsc=reliable"
+	// DefaultKernelArgs is the kernel command line of knest's node image. Not
+	// tsc=reliable, though the HPET the kernel falls back to under emulation is 16 times
+	// slower to read: a starved VM can calibrate its TSC wrong (docs/node-image.md).
+	DefaultKernelArgs          = "root=LABEL=knest-root ro console=ttyS0"
 	DefaultDrainTimeoutSeconds = 300
 	// DefaultCPU and DefaultMemory are a VM's shape when the spec gives none; the CRD's
 	// defaults (markers on MachineSpec) say the same.
@@ -247,7 +245,7 @@ type KernelBootSpec struct {
 	// +optional
 	InitrdPath string `json:"initrdPath,omitempty"`
 	// kernelArgs is the kernel command line; the default suits knest's node image.
-	// +kubebuilder:default="root=LABEL=knest-root ro console=ttyS0 tsc=reliable"
+	// +kubebuilder:default="root=LABEL=knest-root ro console=ttyS0"
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	KernelArgs string `json:"kernelArgs,omitempty"`

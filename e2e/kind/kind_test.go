@@ -92,7 +92,7 @@ func TestNodeImageBootsUnderKubeVirt(t *testing.T) {
 				Memory:    &kubevirtv1.Memory{Guest: &memory},
 				Resources: kubevirtv1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: memory}},
 				Firmware: &kubevirtv1.Firmware{KernelBoot: &kubevirtv1.KernelBoot{
-					KernelArgs: "root=LABEL=knest-root ro console=ttyS0 tsc=reliable",
+					KernelArgs: "root=LABEL=knest-root ro console=ttyS0",
 					Container: &kubevirtv1.KernelBootContainer{
 						Image: kernel, KernelPath: "/boot/vmlinuz", InitrdPath: "/boot/initrd.img", ImagePullPolicy: corev1.PullIfNotPresent,
 					},
