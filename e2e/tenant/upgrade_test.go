@@ -80,7 +80,7 @@ func TestUpgrade(t *testing.T) {
 		step := "create at " + from
 		start := time.Now()
 		go watchCreate(ctx, step, key, start)
-		_, err := createCluster(t, ctx, key, "--version", from, "--timeout", createTimeout.String())
+		_, err := createCluster(t, ctx, key, []string{"--version", from}, "--timeout", createTimeout.String())
 		g.Expect(err).NotTo(HaveOccurred(), "knest create --version %s", from)
 		s.timeline.add(step, "knest create returned (Ready)", time.Since(start))
 		tc := tenantClient(t, key)
