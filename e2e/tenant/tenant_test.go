@@ -90,7 +90,7 @@ func TestTenantCluster(t *testing.T) {
 
 		tc := tenantClient(t, alpha)
 		expectNodesReady(t, tc, workers+1)
-		s.timeline.add("create alpha", fmt.Sprintf("%d nodes Ready", workers+1), time.Since(start))
+		s.timeline.add("create alpha", fmt.Sprintf("all nodes Ready (%d)", workers+1), time.Since(start))
 		expectAddonsRunning(t, tc, workers+1)
 		s.timeline.add("create alpha", "CNI and CoreDNS running", time.Since(start))
 		if workers > 0 { // the control plane is tainted: the workload needs a worker
