@@ -54,7 +54,7 @@ func runResume(t *testing.T, mode string, setup func(dir string), env ...string)
 		}
 	}
 	dir := t.TempDir()
-	for _, d := range []string{"bin", "run/kubeadm", "etc/kubernetes/manifests", "etc/kubernetes/pki/etcd"} {
+	for _, d := range []string{"bin", "tmp", "run/kubeadm", "etc/kubernetes/manifests", "etc/kubernetes/pki/etcd"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func runResume(t *testing.T, mode string, setup func(dir string), env ...string)
 		"KNEST_SENTINEL=" + filepath.Join(dir, "sentinel"),
 		"KNEST_KUBEADM_DIR=" + filepath.Join(dir, "run/kubeadm"),
 		"KNEST_KUBERNETES_DIR=" + filepath.Join(dir, "etc/kubernetes"), "PKI=" + filepath.Join(dir, "etc/kubernetes/pki"),
-		"KNEST_RESUME_DELAY=0", "KNEST_RESUME_ATTEMPTS=3", "FAILS=0", "FAIL_ON=none",
+		"TMPDIR=" + filepath.Join(dir, "tmp"), "KNEST_RESUME_DELAY=0", "KNEST_RESUME_ATTEMPTS=3", "FAILS=0", "FAIL_ON=none",
 	}, env...)
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s", out)
@@ -164,6 +164,7 @@ func TestResumeBootstrapRetriesAControlPlaneJoinWithItsCertificates(t *testing.T
 	g.Expect(r.calls).To(Equal([]string{"reset --force", join, "reset --force", join}))
 	g.Expect(r.sentinel()).To(Equal("success\n"))
 	g.Expect(filepath.Join(r.dir, "etc/kubernetes/pki/etcd/ca.key")).To(BeAnExistingFile(), "restored after the reset")
+	g.Expect(os.ReadDir(filepath.Join(r.dir, "tmp"))).To(BeEmpty(), "the copy of the CAs is removed")
 
 	// Once its etcd member may have been added, the machine is KCP's to remediate.
 	r = runResume(t, "init", func(dir string) { cpJoin(dir); file(dir, "etc/kubernetes/manifests/etcd.yaml") })

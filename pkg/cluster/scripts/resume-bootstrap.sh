@@ -58,6 +58,7 @@ join)
 	# The cluster's CAs and service-account keys, as CABPK wrote them (control planes only).
 	pki=$kubernetes_dir/pki
 	keep=$(mktemp -d)
+	trap 'rm -rf "$keep"' EXIT # private keys: no copy outlives the script
 	for f in ca.crt ca.key sa.key sa.pub front-proxy-ca.crt front-proxy-ca.key etcd/ca.crt etcd/ca.key; do
 		[ -f "$pki/$f" ] && mkdir -p "$keep/$(dirname "$f")" && cp -p "$pki/$f" "$keep/$f"
 	done
