@@ -380,6 +380,9 @@ func TestGetShowsDifferingVersions(t *testing.T) {
 		"control plane rolling: 1 of 2 up to date",
 		"pool gpu is held at v1.34.4, the control plane's version; it stays there when the cluster is upgraded",
 	))
+	r = knest(t, "", "list", "-n", ns)
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	g.Expect(rows(r.stdout)[1]).To(HavePrefix("demo Upgrading v1.34.4 → v1.35.4 1/1 "))
 
 	// The control plane is done; the default pool rolls; gpu stays behind.
 	setStatus(t, ns, "demo", func(nc *knestv1.NestedCluster) {
@@ -398,5 +401,8 @@ func TestGetShowsDifferingVersions(t *testing.T) {
 		"pool workers rolling: 1 of 3 up to date",
 		"pool gpu is held at v1.34.4; control plane runs v1.35.4",
 	))
+	r = knest(t, "", "list", "-n", ns)
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	g.Expect(rows(r.stdout)[1]).To(HavePrefix("demo Upgrading v1.35.4, pool gpu v1.34.4 1/1 "))
 	g.Expect(r.stdout).NotTo(ContainSubstring("control plane rolling"))
 }

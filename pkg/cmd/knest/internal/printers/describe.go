@@ -140,6 +140,20 @@ func VersionNotes(nc *knestv1.NestedCluster) []string {
 	return out
 }
 
+// ListVersion is the VERSION of `knest list`: the control plane's, "from → to" while
+// it upgrades, then the pools that run another version (rolling after it, or held).
+func ListVersion(nc *knestv1.NestedCluster) string {
+	s, st := nc.Spec, nc.Status
+	out := arrow(st.Version, s.Version)
+	cpRuns := cmp.Or(st.Version, s.Version)
+	for _, p := range s.Workers {
+		if at := cmp.Or(poolStatusVersion(nc, p.Name), cluster.PoolVersion(nc, p)); at != cpRuns {
+			out += fmt.Sprintf(", pool %s %s", p.Name, at)
+		}
+	}
+	return out
+}
+
 // poolStatusVersion is the version the controller reports for a pool's machines.
 func poolStatusVersion(nc *knestv1.NestedCluster, pool string) string {
 	for _, p := range nc.Status.Workers {

@@ -29,6 +29,7 @@ func TestVersionNotes(t *testing.T) {
 		"pool workers rolling: 1 of 3 up to date",
 		"pool gpu is held at v1.34.4; control plane runs v1.35.4",
 	}))
+	g.Expect(ListVersion(nc)).To(Equal("v1.35.4, pool gpu v1.34.4"))
 
 	// The control plane still rolls; the default pool has not been given the new
 	// version yet.
@@ -41,10 +42,12 @@ func TestVersionNotes(t *testing.T) {
 		"control plane rolling: 0 of 1 up to date",
 		"pool gpu is held at v1.34.4, the control plane's version; it stays there when the cluster is upgraded",
 	}))
+	g.Expect(ListVersion(nc)).To(Equal("v1.34.4 → v1.35.4"))
 
 	// The default pool was given the new version before the control plane finished.
 	nc.Status.Workers[0].Version = "v1.35.4"
 	g.Expect(VersionNotes(nc)).To(ContainElement("pool workers is rolled to v1.35.4; control plane runs v1.34.4"))
+	g.Expect(ListVersion(nc)).To(Equal("v1.34.4 → v1.35.4, pool workers v1.35.4"))
 	nc.Status.Workers[0].Version = "v1.34.4"
 
 	// Nothing differs: no notes.
@@ -52,6 +55,7 @@ func TestVersionNotes(t *testing.T) {
 	nc.Spec.Workers[1].Version = ""
 	nc.Status.ControlPlane.UpToDate = 1
 	g.Expect(VersionNotes(nc)).To(BeEmpty())
+	g.Expect(ListVersion(nc)).To(Equal("v1.34.4"))
 
 	g.Expect(arrow("v1.34.4", "v1.35.4")).To(Equal("v1.34.4 → v1.35.4"))
 	g.Expect(arrow("", "v1.35.4")).To(Equal("v1.35.4"))
