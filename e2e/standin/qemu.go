@@ -124,7 +124,7 @@ func (m *machine) start(name string) error {
 		"-name", name, "-machine", "q35,accel=tcg", "-cpu", "max",
 		"-smp", strconv.Itoa(m.cpus), "-m", strconv.FormatInt(m.memMiB, 10),
 		"-nographic", "-serial", "file:" + console.Name(), "-monitor", "none", "-no-reboot",
-		"-kernel", m.image.kernel(), "-initrd", m.image.initrd(), "-append", m.cmdline,
+		"-kernel", m.image.kernel(), "-initrd", m.image.initrd(), "-append", strings.TrimSpace(m.cmdline + " " + tscKernelArgs()),
 		"-drive", "if=virtio,format=qcow2,discard=unmap,cache=unsafe,file=" + overlay,
 		"-drive", "if=virtio,format=raw,readonly=on,file=" + m.seed,
 		"-netdev", "tap,id=n0,ifname=" + m.tap + ",script=no,downscript=no",
