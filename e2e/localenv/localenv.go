@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -63,8 +64,14 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 	}
 	e := &Env{
 		LogDir: filepath.Join(opts.StateDir, "logs"),
-		// CAPK checks over SSH that kubeadm finished, as it does by default.
-		controller: manager.Options{Render: cluster.Options{BootstrapCheck: cluster.BootstrapCheckSSH}},
+		// CAPK checks over SSH that kubeadm finished, as it does by default. A worker
+		// VM, at a lower priority than the control plane's under emulation on 2 cores,
+		// took more than the default 20 minutes to join (docs/e2e.md): the health check
+		// replaced it, and its replacement met the same wait.
+		controller: manager.Options{Render: cluster.Options{
+			BootstrapCheck:     cluster.BootstrapCheckSSH,
+			NodeStartupTimeout: 40 * time.Minute,
+		}},
 	}
 	if err := os.MkdirAll(e.LogDir, 0o755); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -56,12 +57,23 @@ type Options struct {
 	BootstrapCheck string
 	// CPUAllocationRatio is the host CPU overcommit of tenant VMs (vmtemplate.Input).
 	CPUAllocationRatio int
+	// NodeStartupTimeout is how long a machine may go without a Node before its health
+	// check replaces it (default DefaultNodeStartupTimeout). How fast a VM boots and
+	// joins is the host's property, so it is set per controller, not per cluster.
+	NodeStartupTimeout time.Duration
 }
+
+// DefaultNodeStartupTimeout: a nested VM that has not joined in 20 minutes is taken to
+// be stuck; slower hosts (software emulation) set a longer one.
+const DefaultNodeStartupTimeout = 20 * time.Minute
 
 func (o Options) withDefaults() Options {
 	setIfEmpty(&o.NodeImageRepository, knestv1.DefaultNodeImageRepository)
 	setIfEmpty(&o.NodeKernelRepository, knestv1.DefaultNodeKernelRepository)
 	setIfEmpty(&o.BootstrapCheck, BootstrapCheckSSH)
+	if o.NodeStartupTimeout <= 0 {
+		o.NodeStartupTimeout = DefaultNodeStartupTimeout
+	}
 	return o
 }
 
@@ -442,7 +454,7 @@ func (r renderer) bootstrapTemplate(base string, p knestv1.WorkerPool) (*bootstr
 	}, nil
 }
 
-// healthCheck replaces a node that never joins, goes silent (Ready Unknown: its VM or
+// healthCheck replaces a node that never joins (Options.NodeStartupTimeout), goes silent (Ready Unknown: its VM or
 // kubelet died) or stays NotReady; the timeouts are generous because nested VMs boot
 // slowly. A node is NotReady from its join until its CNI runs, which on an
 // oversubscribed host took more than 5 minutes (docs/e2e.md), and replacing it
@@ -461,7 +473,7 @@ func (r renderer) healthCheck(name, pool string, replicas int32, selector metav1
 			ClusterName: r.name,
 			Selector:    selector,
 			Checks: clusterv1.MachineHealthCheckChecks{
-				NodeStartupTimeoutSeconds: ptr(int32(1200)),
+				NodeStartupTimeoutSeconds: ptr(int32(r.opts.NodeStartupTimeout / time.Second)),
 				UnhealthyNodeConditions: []clusterv1.UnhealthyNodeCondition{
 					{Type: corev1.NodeReady, Status: corev1.ConditionFalse, TimeoutSeconds: &notReady},
 					{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, TimeoutSeconds: &silent},

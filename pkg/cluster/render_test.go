@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"regexp"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -213,6 +214,13 @@ func TestHealthCheckWaitsLongerForNotReadyThanForSilent(t *testing.T) {
 		}
 		g.Expect(timeouts).To(Equal(map[corev1.ConditionStatus]int32{corev1.ConditionFalse: 900, corev1.ConditionUnknown: 300}), hc.Name)
 		g.Expect(*hc.Spec.Checks.NodeStartupTimeoutSeconds).To(Equal(int32(1200)), hc.Name)
+	}
+
+	// A slower host gives its machines longer to join (knest controller --node-startup-timeout).
+	graph, err = cluster.Render(demo(), cluster.Options{NodeStartupTimeout: 40 * time.Minute})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, hc := range []*clusterv1.MachineHealthCheck{graph.ControlPlaneHealthCheck, graph.Pools[0].HealthCheck} {
+		g.Expect(*hc.Spec.Checks.NodeStartupTimeoutSeconds).To(Equal(int32(2400)), hc.Name)
 	}
 }
 

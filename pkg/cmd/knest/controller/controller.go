@@ -5,6 +5,7 @@ package controller
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -46,6 +47,8 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fl.StringVar(&f.Render.BootstrapCheck, "bootstrap-check", cluster.BootstrapCheckSSH, "CAPK bootstrap check: ssh (CAPK logs into the VM to confirm kubeadm finished) or none")
 	fl.IntVar(&f.Render.CPUAllocationRatio, "cpu-allocation-ratio", 1,
 		"Host CPU overcommit of tenant VMs, as KubeVirt's cpuAllocationRatio: each vCPU requests 1/N of a host core (1: whole cores)")
+	fl.DurationVar(&f.Render.NodeStartupTimeout, "node-startup-timeout", cluster.DefaultNodeStartupTimeout,
+		"How long a tenant machine may go without joining before its health check replaces it; longer on slow hosts (software emulation)")
 	fl.IntVar(&f.Concurrency, "concurrency", 10, "NestedClusters reconciled in parallel")
 	fl.StringVar(&f.MetricsAddr, "metrics-bind-address", ":8443", "Address of the HTTPS metrics endpoint (callers need RBAC get on /metrics); 0 disables it")
 	fl.StringVar(&f.HealthAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them")
@@ -65,6 +68,9 @@ func runE(cmd *cobra.Command, logger logr.Logger, f *flags) error {
 	}
 	if f.Render.CPUAllocationRatio < 1 {
 		return fmt.Errorf("--cpu-allocation-ratio must be 1 or more, not %d", f.Render.CPUAllocationRatio)
+	}
+	if f.Render.NodeStartupTimeout < time.Minute {
+		return fmt.Errorf("--node-startup-timeout must be a minute or more, not %s", f.Render.NodeStartupTimeout)
 	}
 	logger, err := newLogger(f.logFormat, logger, cmd.ErrOrStderr())
 	if err != nil {

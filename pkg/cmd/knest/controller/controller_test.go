@@ -37,8 +37,9 @@ func TestJSONLogsCarryKlogToo(t *testing.T) {
 
 func TestBadFlagsStopBeforeTheCluster(t *testing.T) {
 	for args, want := range map[string]string{
-		"--bootstrap-check=maybe":  `--bootstrap-check must be ssh or none, not "maybe"`,
-		"--cpu-allocation-ratio=0": "--cpu-allocation-ratio must be 1 or more, not 0",
+		"--bootstrap-check=maybe":    `--bootstrap-check must be ssh or none, not "maybe"`,
+		"--cpu-allocation-ratio=0":   "--cpu-allocation-ratio must be 1 or more, not 0",
+		"--node-startup-timeout=30s": "--node-startup-timeout must be a minute or more, not 30s",
 	} {
 		t.Run(args, func(t *testing.T) {
 			g := NewWithT(t)
