@@ -26,7 +26,7 @@ func Table(w io.Writer, items []knestv1.NestedCluster, allNamespaces bool, now t
 		row := []string{
 			nc.Name,
 			orNone(string(nc.Status.Phase)),
-			ListVersion(nc),
+			orNone(ListVersion(nc)),
 			ControlPlaneReady(nc),
 			WorkersReady(nc),
 			orNone(nc.Status.Endpoint),
