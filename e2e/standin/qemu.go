@@ -120,18 +120,7 @@ func (m *machine) start(name string) error {
 	if err != nil {
 		return err
 	}
-	args := []string{
-		"-name", name, "-machine", "q35,accel=tcg", "-cpu", "max",
-		"-smp", strconv.Itoa(m.cpus), "-m", strconv.FormatInt(m.memMiB, 10),
-		"-nographic", "-serial", "file:" + console.Name(), "-monitor", "none", "-no-reboot",
-		"-kernel", m.image.kernel(), "-initrd", m.image.initrd(), "-append", strings.TrimSpace(m.cmdline + " " + tscKernelArgs()),
-		"-drive", "if=virtio,format=qcow2,discard=unmap,cache=unsafe,file=" + overlay,
-		"-drive", "if=virtio,format=raw,readonly=on,file=" + m.seed,
-		"-netdev", "tap,id=n0,ifname=" + m.tap + ",script=no,downscript=no",
-		"-device", "virtio-net-pci,netdev=n0,mac=" + m.mac,
-		"-object", "rng-random,id=rng0,filename=/dev/urandom", "-device", "virtio-rng-pci,rng=rng0",
-	}
-	argv := m.command(args)
+	argv := m.command(m.qemuArgs(name, overlay, console.Name()))
 	m.cmd = exec.Command(argv[0], argv[1:]...)
 	m.cmd.Stdout, m.cmd.Stderr = console, console
 	// No VM outlives the stand-in, as no VM outlives its virt-launcher pod.
@@ -147,6 +136,22 @@ func (m *machine) start(name string) error {
 		close(m.done)
 	}()
 	return nil
+}
+
+// qemuArgs are qemu's arguments for the VM, with the root disk overlay and the
+// console log at the given paths.
+func (m *machine) qemuArgs(name, overlay, console string) []string {
+	return []string{
+		"-name", name, "-machine", "q35,accel=tcg", "-cpu", "max",
+		"-smp", strconv.Itoa(m.cpus), "-m", strconv.FormatInt(m.memMiB, 10),
+		"-nographic", "-serial", "file:" + console, "-monitor", "none", "-no-reboot",
+		"-kernel", m.image.kernel(), "-initrd", m.image.initrd(), "-append", strings.TrimSpace(m.cmdline + " " + tscKernelArgs()),
+		"-drive", "if=virtio,format=qcow2,discard=unmap,cache=unsafe,file=" + overlay,
+		"-drive", "if=virtio,format=raw,readonly=on,file=" + m.seed,
+		"-netdev", "tap,id=n0,ifname=" + m.tap + ",script=no,downscript=no",
+		"-device", "virtio-net-pci,netdev=n0,mac=" + m.mac,
+		"-object", "rng-random,id=rng0,filename=/dev/urandom", "-device", "virtio-rng-pci,rng=rng0",
+	}
 }
 
 // command is the qemu command line with args, under nice for a lowered priority:

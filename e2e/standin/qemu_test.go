@@ -49,3 +49,24 @@ func TestMachineSpecSizesAndPrioritizesControlPlanes(t *testing.T) {
 		}
 	}
 }
+
+// The guest's kernel arguments are the image's (or the VMI's kernelBoot's) followed by
+// the TSC arguments this host allows, if any.
+func TestQemuArgsAppendTSCArgs(t *testing.T) {
+	defer func(orig func() string) { tscKernelArgs = orig }(tscKernelArgs)
+	for tsc, want := range map[string]string{
+		"tsc=reliable tsc_early_khz=2445387": "console=ttyS0 tsc=reliable tsc_early_khz=2445387",
+		"":                                   "console=ttyS0",
+	} {
+		tscKernelArgs = func() string { return tsc }
+		m := &machine{cpus: 2, memMiB: 3072, cmdline: "console=ttyS0"}
+		args := m.qemuArgs("vm", "root.qcow2", "console.log")
+		i := slices.Index(args, "-append")
+		if i < 0 || i+1 >= len(args) {
+			t.Fatalf("no -append in %v", args)
+		}
+		if args[i+1] != want {
+			t.Errorf("TSC args %q: -append %q, want %q", tsc, args[i+1], want)
+		}
+	}
+}
