@@ -1,6 +1,9 @@
 package cluster_test
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -75,7 +78,7 @@ func runResume(t *testing.T, mode string, setup func(dir string), env ...string)
 		"KNEST_SENTINEL=" + filepath.Join(dir, "sentinel"),
 		"KNEST_KUBEADM_DIR=" + filepath.Join(dir, "run/kubeadm"),
 		"KNEST_KUBERNETES_DIR=" + filepath.Join(dir, "etc/kubernetes"), "PKI=" + filepath.Join(dir, "etc/kubernetes/pki"),
-		"TMPDIR=" + filepath.Join(dir, "tmp"), "KNEST_RESUME_DELAY=0", "KNEST_RESUME_ATTEMPTS=3", "FAILS=0", "FAIL_ON=none",
+		"TMPDIR=" + filepath.Join(dir, "tmp"), "KNEST_ETCD_READYZ=http://127.0.0.1:1/readyz", "KNEST_RESUME_DELAY=0", "KNEST_RESUME_ATTEMPTS=3", "FAILS=0", "FAIL_ON=none",
 	}, env...)
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s", out)
@@ -166,8 +169,45 @@ func TestResumeBootstrapRetriesAControlPlaneJoinWithItsCertificates(t *testing.T
 	g.Expect(filepath.Join(r.dir, "etc/kubernetes/pki/etcd/ca.key")).To(BeAnExistingFile(), "restored after the reset")
 	g.Expect(os.ReadDir(filepath.Join(r.dir, "tmp"))).To(BeEmpty(), "the copy of the CAs is removed")
 
-	// Once its etcd member may have been added, the machine is KCP's to remediate.
+	// Once its etcd member may have been added, it is never reset; with no local etcd
+	// answering, the machine is KCP's to remediate.
 	r = runResume(t, "init", func(dir string) { cpJoin(dir); file(dir, "etc/kubernetes/manifests/etcd.yaml") })
 	g.Expect(r.err).To(HaveOccurred())
 	g.Expect(r.calls).To(BeEmpty())
+	g.Expect(r.sentinel()).To(BeEmpty())
+}
+
+// etcdReadyz serves an etcd /readyz?verbose answer: 503 (a slow linearizable read, as
+// measured while a new member joins) with the non_learner check as given.
+func etcdReadyz(t *testing.T, nonLearner string) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "[+]data_corruption ok\n[+]serializable_read ok\n[-]linearizable_read failed: etcdserver: request timed out\n%s\n", nonLearner)
+	}))
+	t.Cleanup(srv.Close)
+	return "KNEST_ETCD_READYZ=" + srv.URL + "/readyz?verbose"
+}
+
+// kubeadm v1.35.4's etcd-join fails when a promotion succeeded but its answer timed
+// out (kubernetes/kubeadm#3317): the member is a voter, and the join goes on after it.
+func TestResumeBootstrapFinishesAControlPlaneJoinWhoseMemberIsAVoter(t *testing.T) {
+	g := NewWithT(t)
+	cpJoinAfterEtcd := func(dir string) {
+		file(dir, "run/kubeadm/kubeadm-join-config.yaml")
+		file(dir, "etc/kubernetes/manifests/etcd.yaml")
+	}
+	r := runResume(t, "init", cpJoinAfterEtcd, etcdReadyz(t, "[+]non_learner ok"), "FAIL_ON=join phase control-plane-join", "FAILS=1")
+	g.Expect(r.err).NotTo(HaveOccurred())
+	cfg := " --config " + filepath.Join(r.dir, "run/kubeadm/kubeadm-join-config.yaml")
+	g.Expect(r.calls).To(Equal([]string{
+		"join phase kubelet-wait-bootstrap" + cfg, "join phase control-plane-join mark-control-plane" + cfg,
+		"join phase kubelet-wait-bootstrap" + cfg, "join phase control-plane-join mark-control-plane" + cfg, "join phase wait-control-plane" + cfg,
+	}), "the phases after etcd-join, again after a failure; never a reset")
+	g.Expect(r.sentinel()).To(Equal("success\n"))
+
+	// Still a learner: nothing is run, and the machine is left to KCP's remediation.
+	r = runResume(t, "init", cpJoinAfterEtcd, etcdReadyz(t, "[-]non_learner failed: etcdserver: learner"))
+	g.Expect(r.err).To(HaveOccurred())
+	g.Expect(r.calls).To(BeEmpty())
+	g.Expect(r.sentinel()).To(BeEmpty())
 }
