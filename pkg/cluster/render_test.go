@@ -117,6 +117,8 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	kcs := graph.ControlPlane.Spec.KubeadmConfigSpec
 	g.Expect(kcs.ClusterConfiguration.APIServer.CertSANs).To(Equal([]string{"10.0.0.1", "api.example.com"}))
 	g.Expect(kcs.ClusterConfiguration.ControllerManager.ExtraArgs).To(ContainElement(bootstrapv1.Arg{Name: "leader-elect-renew-deadline", Value: ptr("45s")}))
+	g.Expect(kcs.ClusterConfiguration.Etcd.Local.ExtraArgs).To(ConsistOf(
+		bootstrapv1.Arg{Name: "heartbeat-interval", Value: ptr("500")}, bootstrapv1.Arg{Name: "election-timeout", Value: ptr("10000")}))
 	g.Expect(kcs.ClusterConfiguration.Scheduler.ExtraArgs).To(Equal(kcs.ClusterConfiguration.ControllerManager.ExtraArgs))
 	g.Expect(*kcs.InitConfiguration.Timeouts.ControlPlaneComponentHealthCheckSeconds).To(Equal(int32(600)))
 	g.Expect(*kcs.InitConfiguration.Timeouts.KubernetesAPICallSeconds).To(Equal(int32(300)))
