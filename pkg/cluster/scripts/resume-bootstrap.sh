@@ -34,8 +34,10 @@ delay=${KNEST_RESUME_DELAY:-30}
 
 log() { echo "knest-resume-bootstrap: $*" >&2; }
 
-# etcd_voter: the local etcd member answers and is not a learner (etcd's readyz check
-# non_learner; the node image has python3, not curl).
+# etcd_voter: the local etcd member answers and is not a learner (the readyz check
+# non_learner of etcd 3.6, which kubeadm runs from v1.34; an etcd without it answers
+# "not a voter", and the join stays KCP's to remediate). The node image has python3,
+# not curl.
 etcd_voter() {
 	python3 - "$etcd_readyz" <<'EOF'
 import sys, urllib.error, urllib.request
