@@ -471,9 +471,10 @@ func (r renderer) bootstrapTemplate(base string, p knestv1.WorkerPool) (*bootstr
 
 // healthCheck replaces a node that never joins (Options.NodeStartupTimeout), goes
 // silent (Ready Unknown: its VM or kubelet died) or stays NotReady; the timeouts are
-// generous because nested VMs boot slowly. A node is NotReady from its join until its CNI runs, which on an
-// oversubscribed host took more than 5 minutes (docs/e2e.md), and replacing it
-// starts the same wait again, so NotReady gets 15; a silent node gets 5.
+// generous because nested VMs boot slowly. A node is NotReady from its join until
+// its CNI runs, which on an oversubscribed host took more than 5 minutes
+// (docs/e2e.md), and replacing it starts the same wait again, so NotReady gets 15; a
+// silent node gets 5.
 // Remediation stops when more than 40% of the group is unhealthy (that is a host
 // problem, not a node problem) — but always allows one: CAPI rounds 40% of a group
 // of one or two down to zero, so small groups (most tenant pools) would never be
