@@ -62,7 +62,9 @@ func tenantClient(t *testing.T, key client.ObjectKey) tenant {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tenant{Client: c, cfg: cfg}
+	tc := tenant{Client: c, cfg: cfg}
+	tenantStateOnFailure(t, key, tc)
+	return tc
 }
 
 // tenant is an admin client of a tenant cluster and its config.
@@ -276,8 +278,12 @@ func expectServiceAnswers(t *testing.T, tc tenant, replicas int32) {
 			RestartPolicy: corev1.RestartPolicyOnFailure,
 			Containers: []corev1.Container{{
 				Name: "wget", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
-				// Not wget -T: Debian's static busybox crashes with it.
-				Command: []string{"/bin/busybox", "wget", "-q", "-O", "-", "http://" + echoName},
+				// Retried in the container every 2 s until it answers: a new node's DNS
+				// and Service routes can take minutes, and the kubelet's restart
+				// back-off (up to 5 minutes a wait) would add as much again. timeout,
+				// not wget -T: Debian's static busybox crashes with -T.
+				Command: []string{"/bin/busybox", "sh", "-c",
+					"until /bin/busybox timeout 10 /bin/busybox wget -q -O - http://" + echoName + "; do sleep 2; done"},
 			}},
 		},
 	}

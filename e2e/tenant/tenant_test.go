@@ -405,6 +405,10 @@ func diagnose(key client.ObjectKey) {
 	if s.local != nil {
 		s.local.Providers.WriteLogs(os.Stderr, 60)
 	}
+	tenantStates.Range(func(path, _ any) bool {
+		fmt.Fprintf(os.Stderr, "Tenant state when a step failed: %s\n", path)
+		return true
+	})
 	fmt.Fprintf(os.Stderr, "All logs: %s\n", s.stateDir)
 }
 
