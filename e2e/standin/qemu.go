@@ -40,14 +40,16 @@ type machine struct {
 // Measured on 2 cores without it: a third VM booting starved the API server until its
 // liveness probe restarted it, and it never started again while the VMs ran.
 // How much lower: an emulated control plane keeps both its vCPU threads busy even at
-// rest, so a worker's single thread gets its CFS weight's share of the 2 cores: at
-// nice 10 (weight 110 against 2 × 1024) about 0.1 core, measured 12.5% in `top`, and its
-// VM took 25 minutes to reach `kubeadm join`; at nice 3 (weight 526) about 0.4,
-// leaving a control plane 1.6 cores.
+// rest, so a worker's single thread gets its CFS weight's share of the 2 cores
+// (2026-11-26, `top`): at nice 10 (weight 110 against 2 × 1024) 0.12 core, and its VM
+// took 25 minutes to reach `kubeadm join`; at nice 3 (weight 526) 0.55, but the
+// control plane, left 1.35 cores, lost its API server to the liveness probe once the
+// worker's pods started, and it crash-looped until the worker went back to nice 10.
+// Nice 5 (weight 335) gives about 0.28.
 const (
 	roleLabel        = "cluster.x-k8s.io/role" // set by CAPK on VMs and VMIs
 	controlPlaneRole = "control-plane"
-	workerNice       = 3
+	workerNice       = 5
 )
 
 // machineSpec reads CPU, memory, root image, kernel command line and cloud-init from
