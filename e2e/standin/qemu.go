@@ -45,7 +45,8 @@ type machine struct {
 // took 25 minutes to reach `kubeadm join`; at nice 3 (weight 526) 0.55, but the
 // control plane, left 1.35 cores, lost its API server to the liveness probe once the
 // worker's pods started, and it crash-looped until the worker went back to nice 10.
-// Nice 5 (weight 335) gives about 0.28.
+// At nice 5 (weight 335) a joining worker got 0.38–0.48 and the API server, though
+// slow for 5 minutes once the worker's pods started, kept running (docs/e2e.md).
 const (
 	roleLabel        = "cluster.x-k8s.io/role" // set by CAPK on VMs and VMIs
 	controlPlaneRole = "control-plane"
