@@ -26,12 +26,20 @@ import (
 // EnvNodeImages names the directory of node images (`make node-image`'s out/).
 const EnvNodeImages = "KNEST_NODE_IMAGES"
 
+// EnvAccel names qemu's accelerator for the VMs, tcg or kvm: what
+// images/scripts/kvm-probe.sh prints, which the Makefile runs and which honours the
+// same variable when it is set by hand.
+const EnvAccel = "KNEST_ACCEL"
+
 // Options configure Start.
 type Options struct {
 	// StateDir keeps the VMs' disks and consoles and every component's log.
 	StateDir string
 	// ImagesDir holds the node images; empty reads $KNEST_NODE_IMAGES.
 	ImagesDir string
+	// Accel is qemu's accelerator (standin.AccelTCG or AccelKVM); empty reads
+	// $KNEST_ACCEL, and TCG when that is unset too.
+	Accel string
 }
 
 // Env is a running host environment.
@@ -61,6 +69,9 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 	}
 	if opts.StateDir == "" {
 		return nil, errors.New("localenv: StateDir is required")
+	}
+	if opts.Accel == "" {
+		opts.Accel = os.Getenv(EnvAccel)
 	}
 	e := &Env{
 		LogDir: filepath.Join(opts.StateDir, "logs"),
@@ -99,6 +110,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, retErr error) {
 	if e.StandIn, err = standin.Start(ctx, e.Host.Config, standin.Options{
 		ImagesDir: opts.ImagesDir,
 		StateDir:  filepath.Join(opts.StateDir, "standin"),
+		Accel:     opts.Accel,
 	}); err != nil {
 		return nil, fmt.Errorf("KubeVirt stand-in: %w", err)
 	}

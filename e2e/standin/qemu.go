@@ -21,7 +21,8 @@ import (
 type machine struct {
 	cpus    int
 	memMiB  int64
-	nice    int // CPU priority of the qemu process, see workerNice
+	nice    int    // CPU priority of the qemu process, see workerNice
+	accel   string // AccelTCG or AccelKVM
 	image   nodeImage
 	cmdline string
 	seed    string // ISO path
@@ -58,7 +59,7 @@ const (
 // stand-in cannot run is an error, reported on the VMI.
 func machineSpec(vmi *kubevirtv1.VirtualMachineInstance, imagesRoot string) (*machine, *kubevirtv1.Volume, error) {
 	spec := vmi.Spec
-	m := &machine{cpus: 1, memMiB: 1024}
+	m := &machine{cpus: 1, memMiB: 1024, accel: AccelTCG}
 	if vmi.Labels[roleLabel] != controlPlaneRole {
 		m.nice = workerNice
 	}
@@ -147,13 +148,19 @@ func (m *machine) start(name string) error {
 }
 
 // qemuArgs are qemu's arguments for the VM, with the root disk overlay and the
-// console log at the given paths.
+// console log at the given paths. `-cpu max` under KVM is what kvm-probe.sh boots.
 func (m *machine) qemuArgs(name, overlay, console string) []string {
+	cmdline := m.cmdline
+	if m.accel == AccelTCG {
+		// Under KVM the guest keeps time with kvm-clock; the TSC arguments are for
+		// an emulated CPU.
+		cmdline = strings.TrimSpace(cmdline + " " + tscKernelArgs())
+	}
 	return []string{
-		"-name", name, "-machine", "q35,accel=tcg", "-cpu", "max",
+		"-name", name, "-machine", "q35,accel=" + m.accel, "-cpu", "max",
 		"-smp", strconv.Itoa(m.cpus), "-m", strconv.FormatInt(m.memMiB, 10),
 		"-nographic", "-serial", "file:" + console, "-monitor", "none", "-no-reboot",
-		"-kernel", m.image.kernel(), "-initrd", m.image.initrd(), "-append", strings.TrimSpace(m.cmdline + " " + tscKernelArgs()),
+		"-kernel", m.image.kernel(), "-initrd", m.image.initrd(), "-append", cmdline,
 		"-drive", "if=virtio,format=qcow2,discard=unmap,cache=unsafe,file=" + overlay,
 		"-drive", "if=virtio,format=raw,readonly=on,file=" + m.seed,
 		"-netdev", "tap,id=n0,ifname=" + m.tap + ",script=no,downscript=no",

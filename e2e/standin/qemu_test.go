@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -50,23 +51,42 @@ func TestMachineSpecSizesAndPrioritizesControlPlanes(t *testing.T) {
 	}
 }
 
-// The guest's kernel arguments are the image's (or the VMI's kernelBoot's) followed by
-// the TSC arguments this host allows, if any.
-func TestQemuArgsAppendTSCArgs(t *testing.T) {
+// The guest's kernel arguments are the image's (or the VMI's kernelBoot's), followed
+// under TCG by the TSC arguments this host allows, if any; under KVM the guest has
+// kvm-clock and gets none. The accelerator is the one asked for.
+func TestQemuArgsAccelAndTSCArgs(t *testing.T) {
 	defer func(orig func() string) { tscKernelArgs = orig }(tscKernelArgs)
-	for tsc, want := range map[string]string{
-		"tsc=reliable tsc_early_khz=2445387": "console=ttyS0 tsc=reliable tsc_early_khz=2445387",
-		"":                                   "console=ttyS0",
+	for _, c := range []struct{ accel, tsc, wantAppend string }{
+		{AccelTCG, "tsc=reliable tsc_early_khz=2445387", "console=ttyS0 tsc=reliable tsc_early_khz=2445387"},
+		{AccelTCG, "", "console=ttyS0"},
+		{AccelKVM, "tsc=reliable tsc_early_khz=2445387", "console=ttyS0"},
 	} {
-		tscKernelArgs = func() string { return tsc }
-		m := &machine{cpus: 2, memMiB: 3072, cmdline: "console=ttyS0"}
+		tscKernelArgs = func() string { return c.tsc }
+		m := &machine{cpus: 2, memMiB: 3072, cmdline: "console=ttyS0", accel: c.accel}
 		args := m.qemuArgs("vm", "root.qcow2", "console.log")
-		i := slices.Index(args, "-append")
-		if i < 0 || i+1 >= len(args) {
-			t.Fatalf("no -append in %v", args)
+		if got := argAfter(t, args, "-append"); got != c.wantAppend {
+			t.Errorf("%s, TSC args %q: -append %q, want %q", c.accel, c.tsc, got, c.wantAppend)
 		}
-		if args[i+1] != want {
-			t.Errorf("TSC args %q: -append %q, want %q", tsc, args[i+1], want)
+		if got, want := argAfter(t, args, "-machine"), "q35,accel="+c.accel; got != want {
+			t.Errorf("%s: -machine %q, want %q", c.accel, got, want)
 		}
+	}
+}
+
+func argAfter(t *testing.T, args []string, flag string) string {
+	t.Helper()
+	i := slices.Index(args, flag)
+	if i < 0 || i+1 >= len(args) {
+		t.Fatalf("no %s in %v", flag, args)
+	}
+	return args[i+1]
+}
+
+// An accelerator qemu is not asked for by name here is refused before anything
+// starts; unset means TCG, which runs anywhere.
+func TestStartRefusesUnknownAccel(t *testing.T) {
+	_, err := Start(t.Context(), nil, Options{ImagesDir: t.TempDir(), StateDir: t.TempDir(), Accel: "hvf"})
+	if err == nil || !strings.Contains(err.Error(), `accelerator "hvf": want tcg or kvm`) {
+		t.Fatalf("Start with accelerator hvf: %v, want a refusal naming tcg and kvm", err)
 	}
 }

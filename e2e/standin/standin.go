@@ -15,6 +15,7 @@ package standin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -49,7 +50,17 @@ type Options struct {
 	// Network is the VMs' subnet; the bridge has its first address. Default
 	// 192.168.213.0/24.
 	Network netip.Prefix
+	// Accel is qemu's accelerator, AccelTCG (the default) or AccelKVM. KVM only where
+	// images/scripts/kvm-probe.sh has booted a kernel under it: on some hosts
+	// /dev/kvm exists and qemu aborts or the guest hangs (../shared/DESIGN.md).
+	Accel string
 }
+
+// Accelerators qemu runs the VMs with.
+const (
+	AccelTCG = "tcg" // software emulation: slow, runs anywhere
+	AccelKVM = "kvm"
+)
 
 // StandIn runs VirtualMachines as qemu processes.
 type StandIn struct {
@@ -85,6 +96,13 @@ func Start(ctx context.Context, cfg *rest.Config, opts Options) (_ *StandIn, ret
 	}
 	if opts.ImagesDir == "" || opts.StateDir == "" {
 		return nil, errors.New("standin: ImagesDir and StateDir are required")
+	}
+	switch opts.Accel {
+	case "":
+		opts.Accel = AccelTCG
+	case AccelTCG, AccelKVM:
+	default:
+		return nil, fmt.Errorf("standin: accelerator %q: want %s or %s", opts.Accel, AccelTCG, AccelKVM)
 	}
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kubevirtv1.AddToScheme} {

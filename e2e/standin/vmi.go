@@ -85,6 +85,7 @@ func (s *StandIn) startMachine(ctx context.Context, vmi *kubevirtv1.VirtualMachi
 	if err != nil {
 		return err
 	}
+	m.accel = s.opts.Accel
 	m.dir = s.vmDir(key)
 	if err := os.RemoveAll(m.dir); err != nil {
 		return err
