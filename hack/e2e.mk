@@ -22,11 +22,13 @@ E2E_UPGRADE_TIMEOUT ?= 150m
 E2E_UPGRADE_STATE_DIR ?= $(KNEST_CACHE)/e2e/upgrade-last-run
 KUBECTL := $(KNEST_CACHE)/node-image/kube/$(NODE_KUBE_VERSION)/kubectl
 NODE_IMAGES_DIR := $(KNEST_CACHE)/node-image/out
-# qemu's accelerator for the stand-in's VMs: kvm only where a kernel boots under it
+# Prefixes a command that brings up the local environment. It first decides qemu's
+# accelerator for the stand-in's VMs: kvm only where a kernel boots under it
 # (images/scripts/kvm-probe.sh, up to 30 s; KNEST_ACCEL=tcg or kvm skips the probe).
-# A recipe line runs $(PROBE_ACCEL) && $(LOCALENV_ENV) ...
-PROBE_ACCEL = accel=$$(images/scripts/kvm-probe.sh $(NODE_IMAGES_DIR)/$(NODE_KUBE_VERSION)/vmlinuz)
-LOCALENV_ENV := KNEST_ACCEL=$$accel KNEST_TESTBIN=$(TESTBIN_DIR) KNEST_KUBEVIRT_CRDS=$(KUBEVIRT_CRDS_DIR) \
+# The probe runs as its own command so that its failure (a bad KNEST_ACCEL) stops
+# make instead of leaving the variable empty.
+LOCALENV_ENV := accel=$$(images/scripts/kvm-probe.sh $(NODE_IMAGE_DIR)/vmlinuz) && \
+	KNEST_ACCEL=$$accel KNEST_TESTBIN=$(TESTBIN_DIR) KNEST_KUBEVIRT_CRDS=$(KUBEVIRT_CRDS_DIR) \
 	KNEST_PROVIDERS=$(PROVIDERS_DIR) KNEST_NODE_IMAGES=$(NODE_IMAGES_DIR)
 # What the stand-in runs: qemu, a bridge with DHCP, cloud-init seed ISOs, nftables
 # for NetworkPolicy.
@@ -41,7 +43,7 @@ host-tools: ## Install what the KubeVirt stand-in needs (qemu, dnsmasq, genisoim
 .PHONY: demo
 demo: testbin providers node-image host-tools build ## Bring up the local host environment and a tenant cluster (1 control plane + 1 worker) in VMs.
 	$(GO) build -o bin/localenv ./hack/localenv
-	$(PROBE_ACCEL) && $(LOCALENV_ENV) bin/localenv up -state $(DEMO_DIR)
+	$(LOCALENV_ENV) bin/localenv up -state $(DEMO_DIR)
 	@if bin/knest --kubeconfig $(DEMO_DIR)/host.kubeconfig get demo >/dev/null 2>&1; then \
 		echo "NestedCluster demo exists already:"; bin/knest --kubeconfig $(DEMO_DIR)/host.kubeconfig get demo; \
 	else \
@@ -62,13 +64,13 @@ demo-down: ## Stop the local host environment: every VM, manager and the test be
 .PHONY: e2e
 e2e: testbin providers node-image host-tools ## Create, scale and delete a tenant cluster of real VMs with the CLI (in .ci/run).
 	rm -rf $(E2E_STATE_DIR) && mkdir -p $(E2E_STATE_DIR)
-	$(PROBE_ACCEL) && $(LOCALENV_ENV) KNEST_E2E_STATE_DIR=$(E2E_STATE_DIR) KNEST_E2E_FULL=$(KNEST_E2E_FULL) KNEST_E2E_SECOND_CLUSTER=$(KNEST_E2E_SECOND_CLUSTER) \
+	$(LOCALENV_ENV) KNEST_E2E_STATE_DIR=$(E2E_STATE_DIR) KNEST_E2E_FULL=$(KNEST_E2E_FULL) KNEST_E2E_SECOND_CLUSTER=$(KNEST_E2E_SECOND_CLUSTER) \
 		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run '^TestTenantCluster$$' $(GO_TEST_FLAGS) ./e2e/tenant
 
 .PHONY: e2e-upgrade
 e2e-upgrade: testbin providers node-images host-tools ## Upgrade a tenant cluster of real VMs (oldest → newest of NODE_KUBE_VERSIONS) while a workload is polled; report its disruption.
 	rm -rf $(E2E_UPGRADE_STATE_DIR) && mkdir -p $(E2E_UPGRADE_STATE_DIR)
-	$(PROBE_ACCEL) && $(LOCALENV_ENV) KNEST_E2E_STATE_DIR=$(E2E_UPGRADE_STATE_DIR) \
+	$(LOCALENV_ENV) KNEST_E2E_STATE_DIR=$(E2E_UPGRADE_STATE_DIR) \
 		KNEST_E2E_UPGRADE_FROM=$(firstword $(NODE_KUBE_VERSIONS)) KNEST_E2E_UPGRADE_TO=$(lastword $(NODE_KUBE_VERSIONS)) \
 		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_UPGRADE_TIMEOUT) -run '^TestUpgrade$$' $(GO_TEST_FLAGS) ./e2e/tenant
 
