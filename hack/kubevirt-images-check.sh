@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Smoke checks of KubeVirt's images without a cluster (make kubevirt-images-check):
-# loads $KUBEVIRT_DIR/images/kubevirt-images.tar into a podman of its own (storage
+# loads $KUBEVIRT_IMAGES_DIR/kubevirt-images.tar into a podman of its own (storage
 # under $KUBEVIRT_DIR/check; a kind cluster's podman is left alone) and, in the images:
 #   - every binary's shared libraries resolve; qemu, libvirt and virtlogd run;
 #   - node-labeller.sh runs as virt-handler's init container runs it (privileged:
@@ -19,7 +19,7 @@ dir=${KUBEVIRT_DIR:?}
 version=${KUBEVIRT_VERSION:?}
 GO=${GO:-go}
 prefix=${KUBEVIRT_IMAGE_PREFIX:-knest.local/kubevirt}
-archive=$dir/images/kubevirt-images.tar
+archive=${KUBEVIRT_IMAGES_DIR:?}/kubevirt-images.tar
 check=$dir/check
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 fail() { echo "FAIL: $*" >&2; exit 1; }

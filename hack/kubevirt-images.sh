@@ -10,15 +10,17 @@
 #     supports), one root filesystem for both, as KubeVirt's images share theirs;
 #   - KubeVirt's own files (qemu.conf, virtqemud.conf, the qemu hook, node-labeller.sh,
 #     nsswitch.conf) copied from the module, and its users (qemu 107, nonroot 1001);
-#   - one OCI archive, $KUBEVIRT_DIR/images/kubevirt-images.tar, written by
+#   - one OCI archive, $KUBEVIRT_IMAGES_DIR/kubevirt-images.tar, written by
 #     images/tools' ociimage (no container engine), images named
 #     knest.local/kubevirt/<component>:<version>;
-#   - $KUBEVIRT_DIR/install/kubevirt-operator.yaml from KubeVirt's release template by
+#   - $KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml from KubeVirt's release template by
 #     its manifest-templator, pointing virt-operator at those images.
 #
 # What KubeVirt's images have and these do not: the file capability
 # cap_net_bind_service on qemu (only passt's binding, which knest does not use, binds
-# low ports as the non-root qemu user), and SELinux policy.
+# low ports as the non-root qemu user), and SELinux policy. Where the kernel has no
+# dummy network driver, virt-handler is the eth0-bridge build
+# (VIRT_HANDLER_VARIANT=eth0-bridge, hack/kubevirt-handler-bridge.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,7 +36,18 @@ log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 tools=$here/hack/tools/kubevirt
 mod=$(cd "$tools" && $GO list -m -f '{{.Dir}}' kubevirt.io/kubevirt)
 bin=$dir/bin
-for b in virt-operator virt-api virt-controller virt-handler virt-chroot virt-launcher virt-launcher-monitor virt-probe virt-tail virt-freezer; do
+# Which virt-handler goes into its image: upstream's, or eth0-bridge's where the
+# kernel has no dummy network driver (hack/kubevirt-handler-bridge.sh); the image
+# says which in /usr/share/knest/virt-handler.
+handler_variant=${VIRT_HANDLER_VARIANT:-upstream}
+case $handler_variant in
+upstream) handler=$bin/virt-handler ;;
+eth0-bridge) handler=$bin/virt-handler-eth0-bridge ;;
+*) echo "ERROR: VIRT_HANDLER_VARIANT=$handler_variant: upstream or eth0-bridge" >&2; exit 1 ;;
+esac
+[ -x "$handler" ] || { echo "ERROR: $handler missing (make kubevirt-images builds it)" >&2; exit 1; }
+out=${KUBEVIRT_IMAGES_DIR:-$dir/images/$handler_variant}
+for b in virt-operator virt-api virt-controller virt-chroot virt-launcher virt-launcher-monitor virt-probe virt-tail virt-freezer; do
 	[ -x "$bin/$b" ] || { echo "ERROR: $bin/$b missing (make kubevirt-images builds it)" >&2; exit 1; }
 done
 
@@ -104,7 +117,13 @@ users_layer=$(printf '{"files": [%s, %s, %s, %s]}' "$(file "$f/passwd" /etc/pass
 # capability, which the kernel refuses (EPERM) unless the monitor's file has it: the
 # file capability KubeVirt's image sets, kept as an xattr in a tarball layer.
 l=$tmp/launcher
-mkdir -p "$l/usr/bin" "$l/usr/sbin" "$l/etc/libvirt/hooks"
+mkdir -p "$l/usr/bin" "$l/usr/sbin" "$l/etc/libvirt/hooks" "$l/var"
+# virt-handler writes the launcher's DHCP cache through
+# /proc/<launcher>/root/var/run/..., where Debian's absolute /var/run -> /run would
+# resolve in virt-handler's own root, and virt-launcher would then find no cache
+# ("open /proc/self/root/var/run/kubevirt-private/vif-cache-eth0.json: no such file").
+# KubeVirt's own images have the link relative.
+ln -s ../run "$l/var/run"
 for b in virt-launcher virt-launcher-monitor virt-probe virt-tail virt-freezer; do install -m 0755 "$bin/$b" "$l/usr/bin/"; done
 install -m 0755 "$tmp/container-disk" "$mod/cmd/virt-launcher/node-labeller/node-labeller.sh" "$l/usr/bin/"
 install -m 0755 "$f/virtqemud" "$l/usr/sbin/virtqemud"
@@ -114,8 +133,10 @@ setcap cap_net_bind_service=+ep "$l/usr/bin/virt-launcher-monitor"
 tar --xattrs --xattrs-include='security.capability' --pax-option=delete=atime,delete=ctime --owner=0 --group=0 --numeric-owner --mtime=@0 --sort=name \
 	-cf "$f/launcher.tar" -C "$l" .
 launcher_layer=$(printf '{"tarball": "%s"}' "$f/launcher.tar")
-handler_layer=$(printf '{"files": [%s, %s, %s]}' "$(file "$bin/virt-handler" /usr/bin/virt-handler)" \
-	"$(file "$bin/virt-chroot" /usr/bin/virt-chroot)" "$(file "$tmp/container-disk" /usr/bin/container-disk)")
+echo "$handler_variant" >"$f/virt-handler-variant"
+handler_layer=$(printf '{"files": [%s, %s, %s, %s]}' "$(file "$handler" /usr/bin/virt-handler)" \
+	"$(file "$bin/virt-chroot" /usr/bin/virt-chroot)" "$(file "$tmp/container-disk" /usr/bin/container-disk)" \
+	"$(file "$f/virt-handler-variant" /usr/share/knest/virt-handler 0644)")
 one() { printf '{"files": [%s]}' "$(file "$bin/$1" "/usr/bin/$1")"; }
 cat >"$tmp/spec.json" <<EOF
 {"images": [
@@ -128,9 +149,10 @@ cat >"$tmp/spec.json" <<EOF
 EOF
 
 log "writing the image archive"
-mkdir -p "$dir/images.tmp"
-(cd "$here/images/tools" && $GO run ./cmd/ociimage containers -spec "$tmp/spec.json" -out "$dir/images.tmp/kubevirt-images.tar")
-cp "$userland/packages.lock" "$dir/images.tmp/packages.lock"
+mkdir -p "$out.tmp"
+(cd "$here/images/tools" && $GO run ./cmd/ociimage containers -spec "$tmp/spec.json" -out "$out.tmp/kubevirt-images.tar")
+cp "$userland/packages.lock" "$out.tmp/packages.lock"
+cp "$f/virt-handler-variant" "$out.tmp/virt-handler"
 
 # --- operator manifest (KubeVirt's hack/build-manifests.sh, for this one file) -------
 log "kubevirt-operator.yaml"
@@ -138,9 +160,9 @@ log "kubevirt-operator.yaml"
 	--input-file="$mod/manifests/release/kubevirt-operator.yaml.in" >"$tmp/operator.yaml.in")
 (cd "$tools" && $GO tool manifest-templator --process-vars --namespace=kubevirt --container-prefix="$prefix" \
 	--container-tag="$version" --image-pull-policy=IfNotPresent --verbosity=2 --kubevirt-logo-path=/dev/null \
-	--input-file="$tmp/operator.yaml.in" >"$dir/images.tmp/kubevirt-operator.yaml")
-grep -q "image: $prefix/virt-operator:$version" "$dir/images.tmp/kubevirt-operator.yaml" ||
+	--input-file="$tmp/operator.yaml.in" >"$out.tmp/kubevirt-operator.yaml")
+grep -q "image: $prefix/virt-operator:$version" "$out.tmp/kubevirt-operator.yaml" ||
 	{ echo "ERROR: kubevirt-operator.yaml does not run $prefix/virt-operator:$version" >&2; exit 1; }
-rm -rf "$dir/images" && mv "$dir/images.tmp" "$dir/images"
-log "KubeVirt images: $dir/images"
-ls -l "$dir/images" >&2
+rm -rf "$out" && mv "$out.tmp" "$out"
+log "KubeVirt images ($handler_variant virt-handler): $out"
+ls -l "$out" >&2

@@ -3,6 +3,7 @@
 package tenant_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -24,8 +25,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/remotecommand"
 	bootstrapapi "k8s.io/cluster-bootstrap/token/api"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -456,6 +459,17 @@ func expectIsolatedFromHostPods(t *testing.T, key client.ObjectKey) {
 	g.Expect(canConnect(t, tenantClient(t, key), server, probe.ServerPort)).To(BeFalse(), "%s's nodes reach a pod of another namespace", key)
 }
 
+// vmKill is how a worker's VM dies from outside.
+type vmKill string
+
+const (
+	// killQemu sends SIGKILL to the VM's qemu: in the stand-in the process; on
+	// KubeVirt qemu inside its virt-launcher pod, which the pod then outlives.
+	killQemu vmKill = "qemu killed"
+	// deleteLauncherPod deletes the VM's virt-launcher pod at once (KubeVirt only).
+	deleteLauncherPod vmKill = "launcher pod deleted"
+)
+
 // killWorkerAndExpectReplacement kills a worker's VM from outside and expects
 // Cluster API's health check to replace the node.
 //
@@ -466,8 +480,9 @@ func expectIsolatedFromHostPods(t *testing.T, key client.ObjectKey) {
 // health check replaces it. The test deletes the token first, as those 15 minutes
 // would, so it sees the replacement every time and not, depending on timing, a
 // rejoin of the same node.
-func killWorkerAndExpectReplacement(t *testing.T, key client.ObjectKey) {
+func killWorkerAndExpectReplacement(t *testing.T, key client.ObjectKey, how vmKill) {
 	g := NewWithT(t)
+	phase := "worker VM killed: " + string(how)
 	ctx, cancel := context.WithTimeout(t.Context(), createTimeout)
 	defer cancel()
 	start := time.Now()
@@ -477,30 +492,61 @@ func killWorkerAndExpectReplacement(t *testing.T, key client.ObjectKey) {
 	victim := vms.Items[0]
 	machine := machineOfNode(t, key, victim.Name)
 	expireBootstrapToken(t, key, machine)
-	if s.local != nil {
+	switch {
+	case s.local != nil && how == killQemu:
 		pid := s.local.StandIn.PID(client.ObjectKeyFromObject(&victim))
 		g.Expect(pid).NotTo(BeZero(), "qemu of %s", victim.Name)
 		g.Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
-	} else {
+	case s.local == nil:
 		pods := &corev1.PodList{}
 		g.Expect(s.host.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{"kubevirt.io/created-by": string(victim.UID)})).To(Succeed())
-		for i := range pods.Items {
-			g.Expect(s.host.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0))).To(Succeed())
+		g.Expect(pods.Items).To(HaveLen(1), "virt-launcher pods of %s", victim.Name)
+		pod := &pods.Items[0]
+		if how == killQemu {
+			out, err := execInPod(ctx, pod, "compute", "pkill", "-KILL", "-e", "qemu-system")
+			g.Expect(err).NotTo(HaveOccurred(), "killing qemu in %s: %s", pod.Name, out)
+			t.Logf("in %s: %s", pod.Name, strings.TrimSpace(out))
+		} else {
+			g.Expect(s.host.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
 		}
+	default:
+		t.Fatalf("%s: not possible in the local environment", how)
 	}
-	s.timeline.add("worker VM killed", "qemu killed", 0)
+	s.timeline.add(phase, string(how), 0)
 	g.Eventually(func(g Gomega) {
 		err := s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: machine}, &clusterv1.Machine{})
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "machine %s not yet remediated", machine)
 	}, createTimeout, poll).Should(Succeed())
-	s.timeline.add("worker VM killed", "machine remediated (deleted)", time.Since(start))
+	s.timeline.add(phase, "machine remediated (deleted)", time.Since(start))
 	nc := &knestv1.NestedCluster{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(s.host.Get(ctx, key, nc)).To(Succeed())
 		g.Expect(nc.Status.Conditions).To(ContainElement(And(HaveField("Type", knestv1.ReadyCondition), HaveField("Status", metav1.ConditionTrue))))
 	}, createTimeout, poll).Should(Succeed())
 	expectNodesReady(t, tenantClient(t, key), 2)
-	s.timeline.add("worker VM killed", "replacement node Ready", time.Since(start))
+	s.timeline.add(phase, "replacement node Ready", time.Since(start))
+}
+
+// execInPod runs a command in a container of a host pod (kubectl exec) and returns
+// its output.
+func execInPod(ctx context.Context, pod *corev1.Pod, container string, command ...string) (string, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(pod.Namespace).Name(pod.Name).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: command, Stdout: true, Stderr: true}, scheme.ParameterCodec)
+	exec, err := remotecommand.NewSPDYExecutor(cfg, "POST", req.URL())
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	err = exec.StreamWithContext(ctx, remotecommand.StreamOptions{Stdout: &out, Stderr: &out})
+	return out.String(), err
 }
 
 // expireBootstrapToken deletes, in the tenant, the bootstrap token a Machine joined

@@ -117,7 +117,10 @@ func TestTenantCluster(t *testing.T) {
 	}
 
 	if full {
-		t.Run("worker VM killed", func(t *testing.T) { killWorkerAndExpectReplacement(t, alpha) })
+		t.Run("worker VM killed: qemu", func(t *testing.T) { killWorkerAndExpectReplacement(t, alpha, killQemu) })
+		if s.local == nil { // the stand-in has no launcher pods
+			t.Run("worker VM killed: launcher pod deleted", func(t *testing.T) { killWorkerAndExpectReplacement(t, alpha, deleteLauncherPod) })
+		}
 	}
 	if second {
 		// Step 3 comes last: a second cluster, same pool and object names, boots while
@@ -161,6 +164,34 @@ func TestTenantCluster(t *testing.T) {
 			s.timeline.add("delete "+k.Namespace+"/"+k.Name, "nothing left on the host", time.Since(start))
 		}
 	})
+
+	if full {
+		t.Run("delete during provisioning", deleteDuringProvisioning)
+	}
+}
+
+// deleteDuringProvisioning deletes a cluster whose control-plane VM has just started
+// to boot (kubeadm init not done, workers waiting for it) and expects nothing left.
+func deleteDuringProvisioning(t *testing.T) {
+	g := NewWithT(t)
+	ctx, cancel := context.WithTimeout(t.Context(), createTimeout)
+	defer cancel()
+	key := client.ObjectKey{Namespace: newNamespace(t), Name: "gamma"}
+	phase := "delete during provisioning"
+	start := time.Now()
+	_, err := createCluster(t, ctx, key, []string{"--workers", "1"}, "--wait=false")
+	g.Expect(err).NotTo(HaveOccurred(), "knest create --wait=false")
+	g.Eventually(func() error {
+		_, err := controlPlaneVMI(ctx, key)
+		return err
+	}, createTimeout, poll).Should(Succeed())
+	s.timeline.add(phase, "control-plane VMI running", time.Since(start))
+	start = time.Now()
+	_, err = knestCmd(t, ctx, "delete", key.Name, "-n", key.Namespace, "--timeout", deleteTimeout.String())
+	g.Expect(err).NotTo(HaveOccurred(), "knest delete %s", key)
+	s.timeline.add(phase, "knest delete returned", time.Since(start))
+	expectNamespaceEmpty(t, key.Namespace)
+	s.timeline.add(phase, "nothing left on the host", time.Since(start))
 }
 
 // scaleUp grows the default pool and waits for every node (control plane included)
@@ -323,8 +354,8 @@ func expectGone(t *testing.T, ns, machine, vm string) {
 }
 
 // expectNamespaceEmpty: nothing created for the cluster is left in its namespace
-// (CAPI and CAPK objects, VMs, VMIs, DataVolumes, Secrets, Services, ConfigMaps) and
-// no qemu process of it runs.
+// (CAPI and CAPK objects, VMs, VMIs, virt-launcher pods, volume claims, Secrets,
+// Services, ConfigMaps) and no qemu process of it runs.
 func expectNamespaceEmpty(t *testing.T, ns string) {
 	t.Helper()
 	g := NewWithT(t)
@@ -333,6 +364,7 @@ func expectNamespaceEmpty(t *testing.T, ns string) {
 		&knestv1.NestedClusterList{}, &clusterv1.ClusterList{}, &clusterv1.MachineList{},
 		&clusterv1.MachineDeploymentList{}, &clusterv1.MachineSetList{}, &clusterv1.MachineHealthCheckList{},
 		&kubevirtv1.VirtualMachineList{}, &kubevirtv1.VirtualMachineInstanceList{},
+		&corev1.PodList{}, &corev1.PersistentVolumeClaimList{},
 		&corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &networkingv1.NetworkPolicyList{},
 	}
 	g.Eventually(func(g Gomega) {

@@ -26,6 +26,8 @@ KIND_KUBE_VERSION=${KIND_KUBE_VERSION:-v1.34.4}
 KIND_NODE_DIR=${KIND_NODE_DIR:-$KNEST_CACHE/node-image/kind/$KIND_KUBE_VERSION}
 KUBE_BIN_DIR=${KUBE_BIN_DIR:-$KNEST_CACHE/node-image/kube/$KIND_KUBE_VERSION}
 KUBEVIRT_DIR=${KUBEVIRT_DIR:-$KNEST_CACHE/kubevirt/$KUBEVIRT_VERSION}
+# KubeVirt's images with upstream's virt-handler or the eth0-bridge one (hack/kubevirt.mk).
+KUBEVIRT_IMAGES_DIR=${KUBEVIRT_IMAGES_DIR:-$KUBEVIRT_DIR/images/eth0-bridge}
 PROVIDERS_DIR=${PROVIDERS_DIR:-$KNEST_CACHE/providers/capi-$CAPI_VERSION-capk-$CAPK_VERSION}
 PROVIDERS_INSTALL=${PROVIDERS_INSTALL:-$PROVIDERS_DIR/install}
 # Host CPU overcommit of tenant VMs (knest controller --cpu-allocation-ratio): a

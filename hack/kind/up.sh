@@ -17,8 +17,8 @@ kubectl() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" "$@"; }
 
 kind_engine
 for f in "$KIND" "$KUBE_BIN_DIR/kubectl" "$KIND_NODE_DIR/kind-node.tar" "$NODE_IMAGE_DIR/node-containerdisk.tar" \
-  "$NODE_IMAGE_DIR/node-kernel.tar" "$KUBEVIRT_DIR/images/kubevirt-images.tar" \
-  "$KUBEVIRT_DIR/images/kubevirt-operator.yaml" "$PROVIDERS_INSTALL/components.yaml"; do
+  "$NODE_IMAGE_DIR/node-kernel.tar" "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" \
+  "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml" "$PROVIDERS_INSTALL/components.yaml"; do
   [[ -e $f ]] || die "$f missing: run make e2e-kind (or the target that builds it, see hack/kind.mk)"
 done
 command -v "$KIND_ENGINE" >/dev/null || die "$KIND_ENGINE not found (make kind-tools installs podman)"
@@ -63,13 +63,23 @@ fi
 mapfile -t nodes < <("$KIND" get nodes --name "$KIND_CLUSTER")
 # KubeVirt's bridge binding, which knest's VMs use so the guest owns its pod's IP, moves
 # that IP to a dummy link in the launcher pod; kernels built without the dummy driver
-# refuse it ("LinkAdd: operation not supported") and no knest VM gets a network. The
+# refuse it ("LinkAdd: operation not supported") and no knest VM gets a network. There
+# the images carry the eth0-bridge virt-handler (hack/kubevirt-handler-bridge.sh). The
 # node is privileged and shares the host's kernel, so it can tell.
-bridge_binding=ok
-if ! "$KIND_ENGINE" exec "${nodes[0]}" sh -c 'ip link add knest-probe0 type dummy && ip link del knest-probe0' 2>/dev/null; then
-  bridge_binding=no-dummy-driver
+handler=$(cat "$KUBEVIRT_IMAGES_DIR/virt-handler") || die "$KUBEVIRT_IMAGES_DIR/virt-handler missing: make kubevirt-images"
+if ! "$KIND_ENGINE" exec "${nodes[0]}" sh -c 'ip link add knest-probe0 type dummy && ip link del knest-probe0' 2>/dev/null &&
+  [[ $handler != eth0-bridge ]]; then
+  die "this kernel has no dummy network driver and $KUBEVIRT_IMAGES_DIR has upstream's virt-handler: build it with VIRT_HANDLER_VARIANT=eth0-bridge (docs/e2e.md)"
 fi
-step "KubeVirt bridge binding: $bridge_binding"
+step "virt-handler: $handler"
+# The pod network gives each pod a point-to-point link, but KubeVirt's DHCP hands the
+# guest its pod's subnet as on-link, so a VM ARPs for other pods' addresses and
+# nothing answers. Proxy ARP on the node's side of each pod link answers for them (as
+# Calico does); links made later take the default.
+for node in "${nodes[@]}"; do
+  "$KIND_ENGINE" exec "$node" sh -c 'for f in /proc/sys/net/ipv4/conf/default/proxy_arp /proc/sys/net/ipv4/conf/veth*/proxy_arp; do
+    [ -e "$f" ] && echo 1 >"$f"; done; true'
+done
 
 step "images: Cluster API, CAPK and knest managers"
 # knest's image is tagged by its binary's digest, so a rebuilt controller rolls out.
@@ -92,7 +102,7 @@ manager() { # ref, binary
 
 step "loading images into the node (tenant node image, KubeVirt, managers)"
 for archive in "$NODE_IMAGE_DIR/node-containerdisk.tar" "$NODE_IMAGE_DIR/node-kernel.tar" \
-  "$KUBEVIRT_DIR/images/kubevirt-images.tar" "$tmp/components.tar"; do
+  "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" "$tmp/components.tar"; do
   "$KIND" load image-archive "$archive" --name "$KIND_CLUSTER"
 done
 # An OCI archive names Docker Hub images index.docker.io/...; the CRI looks them up
@@ -103,7 +113,7 @@ for node in "${nodes[@]}"; do
 done
 
 step "KubeVirt $KUBEVIRT_VERSION (useEmulation: $emulation)"
-kubectl apply --server-side -f "$KUBEVIRT_DIR/images/kubevirt-operator.yaml"
+kubectl apply --server-side -f "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml"
 kubectl wait --for=condition=Established crd/kubevirts.kubevirt.io --timeout=2m
 kubectl -n kubevirt rollout status deploy/virt-operator --timeout=10m
 kubectl apply --server-side -f - <<EOF
@@ -153,5 +163,5 @@ export KNEST_E2E_HOST_KUBECONFIG=$KIND_KUBECONFIG
 export KNEST_E2E_NODE_IMAGE=$NODE_IMAGE_REF
 export KNEST_E2E_KERNEL_IMAGE=$KERNEL_IMAGE_REF
 export KNEST_E2E_ACCEL=$accel
-export KNEST_KIND_BRIDGE_BINDING=$bridge_binding
+export KNEST_KIND_VIRT_HANDLER=$handler
 EOF
