@@ -33,6 +33,10 @@ PROVIDERS_INSTALL=${PROVIDERS_INSTALL:-$PROVIDERS_DIR/install}
 # Host CPU overcommit of tenant VMs (knest controller --cpu-allocation-ratio): a
 # control plane of 2 vCPUs and two workers of 1 do not fit a 2-core host otherwise.
 KNEST_CPU_ALLOCATION_RATIO=${KNEST_CPU_ALLOCATION_RATIO:-4}
+# How long a machine may take to become a Ready node before its health check replaces
+# it (knest controller --node-startup-timeout, default 20m): a worker VM booting under
+# emulation beside an emulated control plane on 2 cores took 16-22 minutes.
+KNEST_NODE_STARTUP_TIMEOUT=${KNEST_NODE_STARTUP_TIMEOUT:-40m}
 # The tenant nodes' images as the host's containerd names them once loaded.
 NODE_IMAGE_REF=${NODE_IMAGE_REF:-docker.io/knest/node:$NODE_KUBE_VERSION}
 KERNEL_IMAGE_REF=${KERNEL_IMAGE_REF:-docker.io/knest/node-kernel:$NODE_KUBE_VERSION}

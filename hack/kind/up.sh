@@ -138,7 +138,7 @@ for ns_deploy in capi-system/capi-controller-manager capi-kubeadm-bootstrap-syst
   kubectl -n "${ns_deploy%/*}" rollout status "deploy/${ns_deploy#*/}" --timeout=10m
 done
 
-step "knest controller: kubectl apply -k config/default (knest.local/knest:$knest_tag, --cpu-allocation-ratio=$KNEST_CPU_ALLOCATION_RATIO)"
+step "knest controller: kubectl apply -k config/default (knest.local/knest:$knest_tag, --cpu-allocation-ratio=$KNEST_CPU_ALLOCATION_RATIO --node-startup-timeout=$KNEST_NODE_STARTUP_TIMEOUT)"
 # config/default with that image, through an overlay in a copy of config/.
 cp -R config "$tmp/config"
 mkdir -p "$tmp/config/kind"
@@ -149,6 +149,7 @@ patches:
 - target: {kind: Deployment, name: knest-controller}
   patch: |-
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --cpu-allocation-ratio=$KNEST_CPU_ALLOCATION_RATIO}
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --node-startup-timeout=$KNEST_NODE_STARTUP_TIMEOUT}
 EOF
 kubectl apply -k "$tmp/config/kind"
 kubectl -n knest-system rollout status deploy/knest-controller --timeout=5m
