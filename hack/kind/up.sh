@@ -42,6 +42,7 @@ if ! "$KIND_ENGINE" image inspect "$kind_image" >/dev/null 2>&1; then
 fi
 
 step "kind cluster $KIND_CLUSTER"
+service_cidr=10.96.0.0/16 pod_cidr=10.244.0.0/16
 # kind bind-mounts the host's /lib/modules into the node; some hosts have none.
 [[ -d /lib/modules ]] || mkdir -p /lib/modules
 if ! grep -qx "$KIND_CLUSTER" <<<"$("$KIND" get clusters 2>/dev/null)"; then
@@ -53,7 +54,8 @@ if ! grep -qx "$KIND_CLUSTER" <<<"$("$KIND" get clusters 2>/dev/null)"; then
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
 networking:
-  podSubnet: 10.244.0.0/16
+  podSubnet: $pod_cidr
+  serviceSubnet: $service_cidr
 nodes:
 - role: control-plane
 $kvm_mount
@@ -76,9 +78,23 @@ step "virt-handler: $handler"
 # guest its pod's subnet as on-link, so a VM ARPs for other pods' addresses and
 # nothing answers. Proxy ARP on the node's side of each pod link answers for them (as
 # Calico does); links made later take the default.
+#
+# A Service address that kube-proxy has not programmed yet (a Service created a moment
+# before) is routed out of the node to the container engine's network, where
+# something else answered kube-apiserver's TLS with 404: the aggregator kept that
+# connection alive and held KubeVirt's subresource API (port-forward, console)
+# unavailable for good. Service addresses leaving the node are refused, so a
+# connection made too early fails and the next one goes through kube-proxy; so are
+# pod addresses (one node: every pod is on it), which are never the host's business.
 for node in "${nodes[@]}"; do
   "$KIND_ENGINE" exec "$node" sh -c 'for f in /proc/sys/net/ipv4/conf/default/proxy_arp /proc/sys/net/ipv4/conf/veth*/proxy_arp; do
     [ -e "$f" ] && echo 1 >"$f"; done; true'
+  for chain in OUTPUT FORWARD; do
+    for cidr in "$service_cidr" "$pod_cidr"; do
+      rule=("$chain" -o eth0 -d "$cidr" -j REJECT)
+      "$KIND_ENGINE" exec "$node" iptables -C "${rule[@]}" 2>/dev/null || "$KIND_ENGINE" exec "$node" iptables -I "${rule[@]}"
+    done
+  done
 done
 
 step "images: Cluster API, CAPK and knest managers"
