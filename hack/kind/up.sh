@@ -79,21 +79,20 @@ step "virt-handler: $handler"
 # nothing answers. Proxy ARP on the node's side of each pod link answers for them (as
 # Calico does); links made later take the default.
 #
-# A Service address that kube-proxy has not programmed yet (a Service created a moment
-# before) is routed out of the node to the container engine's network, where
-# something else answered kube-apiserver's TLS with 404: the aggregator kept that
-# connection alive and held KubeVirt's subresource API (port-forward, console)
-# unavailable for good. Service addresses leaving the node are refused, so a
-# connection made too early fails and the next one goes through kube-proxy; so are
-# pod addresses (one node: every pod is on it), which are never the host's business.
+# A Service address that kube-proxy has not translated (a Service created a moment
+# before it was programmed) is routed out of the node to the container engine's
+# network and on, where something else answered kube-apiserver's TLS with 404: the
+# aggregator kept that connection alive and held KubeVirt's subresource API
+# (port-forward, console) unavailable for good. Such packets are refused in the node,
+# so a connection made too early fails and the next one goes through kube-proxy. (Not
+# by output interface: a locally made connection keeps its first route's interface in
+# the filter table after DNAT.)
 for node in "${nodes[@]}"; do
   "$KIND_ENGINE" exec "$node" sh -c 'for f in /proc/sys/net/ipv4/conf/default/proxy_arp /proc/sys/net/ipv4/conf/veth*/proxy_arp; do
     [ -e "$f" ] && echo 1 >"$f"; done; true'
   for chain in OUTPUT FORWARD; do
-    for cidr in "$service_cidr" "$pod_cidr"; do
-      rule=("$chain" -o eth0 -d "$cidr" -j REJECT)
-      "$KIND_ENGINE" exec "$node" iptables -C "${rule[@]}" 2>/dev/null || "$KIND_ENGINE" exec "$node" iptables -I "${rule[@]}"
-    done
+    rule=("$chain" -d "$service_cidr" -m conntrack ! --ctstate DNAT -j REJECT)
+    "$KIND_ENGINE" exec "$node" iptables -C "${rule[@]}" 2>/dev/null || "$KIND_ENGINE" exec "$node" iptables -I "${rule[@]}"
   done
 done
 
