@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,18 +40,16 @@ import (
 	"github.com/knest-dev/knest/pkg/cluster"
 )
 
-// tenantClient is an admin client of a tenant cluster, from `knest kubeconfig`.
-// Locally the endpoint (the `<cluster>-lb` ClusterIP) is reachable from this process;
-// on a real host cluster the suite port-forwards to the control-plane VM, as a user
-// outside the host network would (knest kubeconfig --server).
+// tenantClient is an admin client of a tenant cluster, from `knest kubeconfig`. The
+// endpoint (the `<cluster>-lb` ClusterIP) is not reachable from this process: the
+// suite port-forwards to the control-plane VM, as a user outside the host network
+// would (knest kubeconfig --server).
 func tenantClient(t *testing.T, key client.ObjectKey) tenant {
 	t.Helper()
 	path := filepath.Join(s.stateDir, key.Namespace+"-"+key.Name+".kubeconfig")
-	args := []string{"kubeconfig", key.Name, "-n", key.Namespace, "--output-file", path}
-	if s.local == nil {
-		port := portForward(t, key)
-		args = append(args, "--server", fmt.Sprintf("https://127.0.0.1:%d", port))
-	}
+	port := portForward(t, key)
+	args := []string{"kubeconfig", key.Name, "-n", key.Namespace, "--output-file", path,
+		"--server", fmt.Sprintf("https://127.0.0.1:%d", port)}
 	if _, err := knestCmd(t, t.Context(), args...); err != nil {
 		t.Fatalf("knest kubeconfig: %v", err)
 	}
@@ -337,7 +334,7 @@ func knestCmdQuiet(ctx context.Context, args ...string) (string, error) {
 }
 
 // restartControllerDuringCreate kills knest's controller once the control plane's
-// VM exists and starts it again a little later.
+// VM exists, by deleting its pod, which its Deployment replaces.
 func restartControllerDuringCreate(t *testing.T, ctx context.Context, key client.ObjectKey, start time.Time) {
 	for ctx.Err() == nil {
 		vms := &kubevirtv1.VirtualMachineList{}
@@ -346,24 +343,13 @@ func restartControllerDuringCreate(t *testing.T, ctx context.Context, key client
 		}
 		time.Sleep(time.Second)
 	}
-	if s.local != nil {
-		if err := s.local.StopController(); err != nil {
-			t.Errorf("stopping the controller: %v", err)
-		}
-		s.timeline.add("create alpha", "controller stopped", time.Since(start))
-		time.Sleep(20 * time.Second)
-		if err := s.local.StartController(); err != nil {
-			t.Errorf("starting the controller: %v", err)
-		}
-	} else {
-		// On a real host: delete the controller's pod; its Deployment starts another.
-		pods := &corev1.PodList{}
-		if err := s.host.List(ctx, pods, client.InNamespace("knest-system"), client.MatchingLabels{"app.kubernetes.io/name": "knest-controller"}); err != nil {
-			t.Errorf("listing the controller's pods: %v", err)
-		}
-		for i := range pods.Items {
-			_ = s.host.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0))
-		}
+	// Delete the controller's pod; its Deployment starts another.
+	pods := &corev1.PodList{}
+	if err := s.host.List(ctx, pods, client.InNamespace("knest-system"), client.MatchingLabels{"app.kubernetes.io/name": "knest-controller"}); err != nil {
+		t.Errorf("listing the controller's pods: %v", err)
+	}
+	for i := range pods.Items {
+		_ = s.host.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0))
 	}
 	s.timeline.add("create alpha", "controller restarted", time.Since(start))
 }
@@ -428,7 +414,7 @@ func canConnect(t *testing.T, tc tenant, addr string, port int) bool {
 	return probe.Connect(t, tc.Client, probe.Client{Namespace: "default", HostNetwork: true}, addr, port)
 }
 
-// expectIsolatedFromHostPods checks, on a real host cluster, that the host's own CNI
+// expectIsolatedFromHostPods checks that the host cluster's own NetworkPolicy enforcer
 // enforces knest's NetworkPolicy between a tenant's VMs and a plain pod of another
 // namespace standing in for another tenant: the pod reaches the API server port
 // (open to all) but not a kubelet, and the tenant's nodes cannot reach the pod's
@@ -463,10 +449,10 @@ func expectIsolatedFromHostPods(t *testing.T, key client.ObjectKey) {
 type vmKill string
 
 const (
-	// killQemu sends SIGKILL to the VM's qemu: in the stand-in the process; on
-	// KubeVirt qemu inside its virt-launcher pod, which the pod then outlives.
+	// killQemu sends SIGKILL to qemu inside the VM's virt-launcher pod, which the
+	// pod then outlives.
 	killQemu vmKill = "qemu killed"
-	// deleteLauncherPod deletes the VM's virt-launcher pod at once (KubeVirt only).
+	// deleteLauncherPod deletes the VM's virt-launcher pod at once.
 	deleteLauncherPod vmKill = "launcher pod deleted"
 )
 
@@ -492,25 +478,19 @@ func killWorkerAndExpectReplacement(t *testing.T, key client.ObjectKey, how vmKi
 	victim := vms.Items[0]
 	machine := machineOfNode(t, key, victim.Name)
 	expireBootstrapToken(t, key, machine)
-	switch {
-	case s.local != nil && how == killQemu:
-		pid := s.local.StandIn.PID(client.ObjectKeyFromObject(&victim))
-		g.Expect(pid).NotTo(BeZero(), "qemu of %s", victim.Name)
-		g.Expect(syscall.Kill(pid, syscall.SIGKILL)).To(Succeed())
-	case s.local == nil:
-		pods := &corev1.PodList{}
-		g.Expect(s.host.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{"kubevirt.io/created-by": string(victim.UID)})).To(Succeed())
-		g.Expect(pods.Items).To(HaveLen(1), "virt-launcher pods of %s", victim.Name)
-		pod := &pods.Items[0]
-		if how == killQemu {
-			out, err := execInPod(ctx, pod, "compute", "pkill", "-KILL", "-e", "qemu-system")
-			g.Expect(err).NotTo(HaveOccurred(), "killing qemu in %s: %s", pod.Name, out)
-			t.Logf("in %s: %s", pod.Name, strings.TrimSpace(out))
-		} else {
-			g.Expect(s.host.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
-		}
+	pods := &corev1.PodList{}
+	g.Expect(s.host.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{"kubevirt.io/created-by": string(victim.UID)})).To(Succeed())
+	g.Expect(pods.Items).To(HaveLen(1), "virt-launcher pods of %s", victim.Name)
+	pod := &pods.Items[0]
+	switch how {
+	case killQemu:
+		out, err := execInPod(ctx, pod, "compute", "pkill", "-KILL", "-e", "qemu-system")
+		g.Expect(err).NotTo(HaveOccurred(), "killing qemu in %s: %s", pod.Name, out)
+		t.Logf("in %s: %s", pod.Name, strings.TrimSpace(out))
+	case deleteLauncherPod:
+		g.Expect(s.host.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
 	default:
-		t.Fatalf("%s: not possible in the local environment", how)
+		t.Fatalf("unknown way to kill a VM: %s", how)
 	}
 	s.timeline.add(phase, string(how), 0)
 	g.Eventually(func(g Gomega) {

@@ -7,26 +7,21 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/knest-dev/knest/e2e/localenv"
 	"github.com/knest-dev/knest/internal/testenv"
 )
 
 // Environment switches.
 const (
-	// envHostKubeconfig selects a host cluster where Cluster API, CAPK, KubeVirt and
-	// knest's controller already run (make e2e-kind); unset, the suite brings up the
-	// local environment (package localenv) itself.
+	// envHostKubeconfig is the host cluster where Cluster API, CAPK, KubeVirt and
+	// knest's controller already run: the kind cluster hack/kind/up.sh brings up
+	// (make e2e). Required.
 	envHostKubeconfig = "KNEST_E2E_HOST_KUBECONFIG"
 	// envNodeImage and envKernelImage set the nodes' containerDisk and kernel-boot
 	// images (on real KubeVirt the node image has no bootloader, so it needs both).
@@ -38,7 +33,8 @@ const (
 	// machines where two tenant control planes do not fit: under emulation an idle
 	// control plane takes about 1.3 host cores.
 	envSecondCluster = "KNEST_E2E_SECOND_CLUSTER"
-	// envStateDir keeps VM consoles, component logs and the timeline report.
+	// envStateDir keeps the timeline report, the tenants' kubeconfigs and manifests,
+	// and what a tenant's API showed when a step failed.
 	envStateDir = "KNEST_E2E_STATE_DIR"
 	// envUpgradeFrom and envUpgradeTo are the versions TestUpgrade rolls a cluster
 	// between; make e2e-upgrade sets them to the first and last of NODE_KUBE_VERSIONS.
@@ -51,7 +47,6 @@ type suite struct {
 	host       client.Client
 	kubeconfig string // host cluster
 	knest      string // the CLI binary
-	local      *localenv.Env
 	stateDir   string
 	timeline   *timeline
 }
@@ -64,6 +59,10 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	ctx := context.Background()
+	kc := os.Getenv(envHostKubeconfig)
+	if kc == "" {
+		return fail(fmt.Errorf("%s is not set: run make e2e, which brings up the kind host, or source the env file hack/kind/up.sh writes", envHostKubeconfig))
+	}
 	s.stateDir = os.Getenv(envStateDir)
 	if s.stateDir == "" {
 		dir, err := os.MkdirTemp("", "knest-e2e-")
@@ -81,48 +80,18 @@ func run(m *testing.M) int {
 		fmt.Printf("\n%s\nTimeline report: %s\n", s.timeline.summary(), path)
 	}()
 
-	var err error
+	s.kubeconfig = kc
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		return fail(err)
+	}
+	if s.host, err = client.New(cfg, client.Options{Scheme: testenv.NewScheme()}); err != nil {
+		return fail(err)
+	}
 	if s.knest, err = buildCLI(ctx, s.stateDir); err != nil {
 		return fail(err)
 	}
-	if kc := os.Getenv(envHostKubeconfig); kc != "" {
-		s.kubeconfig = kc
-		cfg, err := clientcmd.BuildConfigFromFlags("", kc)
-		if err != nil {
-			return fail(err)
-		}
-		if s.host, err = client.New(cfg, client.Options{Scheme: testenv.NewScheme()}); err != nil {
-			return fail(err)
-		}
-	} else {
-		start := time.Now()
-		if s.local, err = localenv.Start(ctx, localenv.Options{StateDir: s.stateDir}); err != nil {
-			return fail(fmt.Errorf("local environment: %w", err))
-		}
-		stop := sync.OnceFunc(func() {
-			if err := s.local.Stop(); err != nil {
-				fmt.Fprintf(os.Stderr, "ERROR: stopping the local environment: %v\n", err)
-			}
-		})
-		defer stop()
-		// An interrupt would otherwise end the process before the deferred stop and
-		// leave the API server, etcd and managers running.
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-		go func() {
-			<-sigs
-			fmt.Fprintln(os.Stderr, "interrupted: stopping the local environment")
-			stop()
-			os.Exit(1)
-		}()
-		s.timeline.add("environment", "host environment up", time.Since(start))
-		s.kubeconfig = filepath.Join(s.stateDir, "host.kubeconfig")
-		if err := s.local.Host.WriteKubeconfig(s.kubeconfig); err != nil {
-			return fail(err)
-		}
-		s.host = s.local.Host.Client
-	}
-	fmt.Printf("State, logs and VM consoles: %s\n", s.stateDir)
+	fmt.Printf("State (timeline, tenant kubeconfigs, state on failure): %s\n", s.stateDir)
 	return m.Run()
 }
 

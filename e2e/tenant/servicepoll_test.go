@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -184,14 +183,9 @@ func (p *servicePoller) get(ctx context.Context, vmi *kubevirtv1.VirtualMachineI
 	return nil
 }
 
-// dialNode connects to a port of a tenant node's VM: directly to its address where
-// this process is on the VMs' network (the stand-in's bridge), else through
-// KubeVirt's port-forward, as a user outside the host network would.
+// dialNode connects to a port of a tenant node's VM through KubeVirt's
+// port-forward, as a user outside the host network would.
 func dialNode(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, port int) (net.Conn, error) {
-	if s.local != nil {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", net.JoinHostPort(vmi.Status.Interfaces[0].IP, strconv.Itoa(port)))
-	}
 	ws, err := vmiPortForward(ctx, vmi, port)
 	if err != nil {
 		return nil, err
