@@ -20,7 +20,13 @@ CAPK_VERSION=${CAPK_VERSION:-v0.11.2}
 # (make kind-node-image), KubeVirt's images and operator manifest (make
 # kubevirt-images), the provider managers (make providers) and their install manifests.
 NODE_KUBE_VERSION=${NODE_KUBE_VERSION:-v1.35.4}
-NODE_IMAGE_DIR=${NODE_IMAGE_DIR:-$KNEST_CACHE/node-image/out/$NODE_KUBE_VERSION}
+# The tenant versions whose node images up.sh loads, separated by spaces; it must
+# include NODE_KUBE_VERSION, the one the env file names. make e2e-upgrade passes every
+# version of NODE_KUBE_VERSIONS (images/node-image.mk).
+NODE_IMAGE_VERSIONS=${NODE_IMAGE_VERSIONS:-$NODE_KUBE_VERSION}
+# Each version's node images are in $NODE_IMAGES_DIR/<version> (make node-image, make
+# node-images).
+NODE_IMAGES_DIR=${NODE_IMAGES_DIR:-$KNEST_CACHE/node-image/out}
 # The kind host itself stays at v1.34 (kubelet v1.35+ refuses cgroup v1 hosts).
 KIND_KUBE_VERSION=${KIND_KUBE_VERSION:-v1.34.4}
 KIND_NODE_DIR=${KIND_NODE_DIR:-$KNEST_CACHE/node-image/kind/$KIND_KUBE_VERSION}

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Brings up the host cluster for `make e2e-kind` (docs/e2e.md), offline: a kind
-# cluster (podman or Docker) from the kind node image built here, KubeVirt from images
-# built from its module, Cluster API + CAPK managers as Deployments, knest's controller
-# by `kubectl apply -k config/default`, and the tenant node images loaded into the
-# node's containerd. Nothing is pulled from a registry. Running it again on an existing
-# cluster updates it. Settings: hack/kind/env.sh; what it needs: hack/kind.mk.
+# Brings up the host cluster for `make e2e` (docs/e2e.md), offline: a kind cluster
+# (podman or Docker) from the kind node image built here, KubeVirt from images built
+# from its module, Cluster API + CAPK managers as Deployments, knest's controller by
+# `kubectl apply -k config/default`, and the tenant node images of each version in
+# NODE_IMAGE_VERSIONS loaded into the node's containerd. Nothing is pulled from a
+# registry. Running it again on an existing cluster updates it. Settings:
+# hack/kind/env.sh; what it needs: hack/kind.mk.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -16,10 +17,15 @@ die() { echo "up.sh: $*" >&2; exit 1; }
 kubectl() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" "$@"; }
 
 kind_engine
-for f in "$KIND" "$KUBE_BIN_DIR/kubectl" "$KIND_NODE_DIR/kind-node.tar" "$NODE_IMAGE_DIR/node-containerdisk.tar" \
-  "$NODE_IMAGE_DIR/node-kernel.tar" "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" \
-  "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml" "$PROVIDERS_INSTALL/components.yaml"; do
-  [[ -e $f ]] || die "$f missing: run make e2e-kind (or the target that builds it, see hack/kind.mk)"
+[[ " $NODE_IMAGE_VERSIONS " == *" $NODE_KUBE_VERSION "* ]] ||
+  die "NODE_IMAGE_VERSIONS ($NODE_IMAGE_VERSIONS) does not include NODE_KUBE_VERSION ($NODE_KUBE_VERSION), whose images the env file names"
+node_images=()
+for v in $NODE_IMAGE_VERSIONS; do
+  node_images+=("$NODE_IMAGES_DIR/$v/node-containerdisk.tar" "$NODE_IMAGES_DIR/$v/node-kernel.tar")
+done
+for f in "$KIND" "$KUBE_BIN_DIR/kubectl" "$KIND_NODE_DIR/kind-node.tar" "${node_images[@]}" \
+  "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml" "$PROVIDERS_INSTALL/components.yaml"; do
+  [[ -e $f ]] || die "$f missing: run make e2e (or the target that builds it, see hack/kind.mk; make node-images for every version)"
 done
 command -v "$KIND_ENGINE" >/dev/null || die "$KIND_ENGINE not found (make kind-tools installs podman)"
 tmp=$(mktemp -d)
@@ -27,7 +33,7 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$(dirname "$KIND_KUBECONFIG")"
 
 # KubeVirt uses KVM only where a kernel boots under it; /dev/kvm existing is not enough.
-accel=$(images/scripts/kvm-probe.sh "$NODE_IMAGE_DIR/vmlinuz")
+accel=$(images/scripts/kvm-probe.sh "$NODE_IMAGES_DIR/$NODE_KUBE_VERSION/vmlinuz")
 emulation=true
 if [[ $accel == kvm ]]; then emulation=false; fi
 step "engine $KIND_ENGINE; VMs under $accel (KubeVirt useEmulation: $emulation)"
@@ -115,9 +121,8 @@ manager() { # ref, binary
 } >"$tmp/components.json"
 (cd images/tools && "$GO" run ./cmd/ociimage containers -spec "$tmp/components.json" -out "$tmp/components.tar")
 
-step "loading images into the node (tenant node image, KubeVirt, managers)"
-for archive in "$NODE_IMAGE_DIR/node-containerdisk.tar" "$NODE_IMAGE_DIR/node-kernel.tar" \
-  "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" "$tmp/components.tar"; do
+step "loading images into the node (tenant node images $NODE_IMAGE_VERSIONS, KubeVirt, managers)"
+for archive in "${node_images[@]}" "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" "$tmp/components.tar"; do
   "$KIND" load image-archive "$archive" --name "$KIND_CLUSTER"
 done
 # An OCI archive names Docker Hub images index.docker.io/...; the CRI looks them up
