@@ -1,10 +1,11 @@
-# The end-to-end suite against real KubeVirt in a kind cluster, included from the
-# top-level Makefile after images/node-image.mk, hack/providers.mk and hack/kubevirt.mk
-# (whose versions and paths it passes on). Everything is built here, offline: nothing
-# is pulled from a registry (docs/e2e.md). The scripts are in hack/kind; hack/kind/env.sh
-# has their settings.
+# The host cluster the end-to-end suite and the demo run on: kind with real KubeVirt,
+# Cluster API, CAPK and knest's controller. Included from the top-level Makefile after
+# images/node-image.mk, hack/providers.mk and hack/kubevirt.mk (whose versions and paths
+# it passes on) and before hack/e2e.mk (whose targets use KIND_PREREQS, KIND_ENV and
+# kind-host-up). Everything is built here, offline: nothing is pulled from a registry
+# (docs/e2e.md). The scripts are in hack/kind; hack/kind/env.sh has their settings.
 
-##@ End to end on kind (podman or Docker, offline)
+##@ Kind host with real KubeVirt (podman or Docker, offline)
 
 KIND_CLUSTER ?= knest-e2e
 KIND_DIR := $(KNEST_CACHE)/kind
@@ -18,19 +19,25 @@ KIND_ENGINE ?=
 # cgroup v1 hosts); tenants run NODE_KUBE_VERSION.
 KIND_NODE_DIR := $(KNEST_CACHE)/node-image/kind/$(KUBE_VERSION)
 PROVIDERS_INSTALL := $(PROVIDERS_DIR)/install
-E2E_KIND_TIMEOUT ?= 180m
-# The suite's logs and timeline report, kept after the cluster is gone.
-E2E_KIND_STATE_DIR ?= $(KNEST_CACHE)/e2e/kind-last-run
-# KEEP=1 keeps the cluster after `make e2e-kind`; `make kind-down` deletes it.
+# The tenant versions whose node images up.sh loads (make node-image builds
+# NODE_KUBE_VERSION's, make node-images every one); make e2e-upgrade loads all of
+# NODE_KUBE_VERSIONS.
+NODE_IMAGE_VERSIONS ?= $(NODE_KUBE_VERSION)
+# KEEP=1 keeps the cluster after `make e2e`, `make e2e-upgrade` or `make kind-checks`;
+# `make kind-down` deletes it.
 KEEP ?=
 
 # Written by up.sh: KUBECONFIG and what the e2e suite reads (KNEST_E2E_HOST_KUBECONFIG,
 # KNEST_E2E_NODE_IMAGE, KNEST_E2E_KERNEL_IMAGE).
 KIND_ENV_FILE ?= $(KIND_DIR)/$(KIND_CLUSTER).env
-KIND_ENV := KNEST_CACHE=$(KNEST_CACHE) GO=$(GO) KIND=$(KIND) KIND_ENGINE=$(KIND_ENGINE) KIND_CLUSTER=$(KIND_CLUSTER) \
+# Recursive, so that a target's own KIND_CLUSTER or NODE_IMAGE_VERSIONS (make demo,
+# make e2e-upgrade) reaches the scripts. Double quotes only: kind-host-up puts it in
+# a single-quoted trap.
+KIND_ENV = KNEST_CACHE=$(KNEST_CACHE) GO=$(GO) KIND=$(KIND) KIND_ENGINE=$(KIND_ENGINE) KIND_CLUSTER=$(KIND_CLUSTER) \
 	KIND_KUBECONFIG=$(KIND_KUBECONFIG) KIND_ENV_FILE=$(KIND_ENV_FILE) \
 	KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) CAPI_VERSION=$(CAPI_VERSION) CAPK_VERSION=$(CAPK_VERSION) \
-	NODE_KUBE_VERSION=$(NODE_KUBE_VERSION) KIND_KUBE_VERSION=$(KUBE_VERSION) NODE_IMAGES_DIR=$(KNEST_CACHE)/node-image/out KIND_NODE_DIR=$(KIND_NODE_DIR) \
+	NODE_KUBE_VERSION=$(NODE_KUBE_VERSION) NODE_IMAGE_VERSIONS="$(NODE_IMAGE_VERSIONS)" NODE_IMAGES_DIR=$(NODE_IMAGES_DIR) \
+	KIND_KUBE_VERSION=$(KUBE_VERSION) KIND_NODE_DIR=$(KIND_NODE_DIR) \
 	KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBEVIRT_IMAGES_DIR=$(KUBEVIRT_IMAGES_DIR) PROVIDERS_DIR=$(PROVIDERS_DIR) PROVIDERS_INSTALL=$(PROVIDERS_INSTALL)
 
 .PHONY: kind-tools
@@ -63,11 +70,12 @@ kind-providers-test: testbin node-image
 	cd $(KIND_TOOLS)/providers && KNEST_TESTBIN=$(abspath $(TESTBIN_DIR)) KUBECTL=$(KNEST_CACHE)/node-image/kube/$(KUBE_VERSION)/kubectl \
 		$(GO) test -count=1 .
 
+# Everything up.sh needs, for NODE_KUBE_VERSION (make e2e-upgrade adds node-images).
 KIND_PREREQS := kind-tools kind-node-image node-image kubevirt-images providers kind-providers-test \
 	$(PROVIDERS_INSTALL)/components.yaml
 
 .PHONY: kind-up
-kind-up: $(KIND_PREREQS) ## Create or update the kind host cluster: KubeVirt, CAPI + CAPK, knest, node images.
+kind-up: $(KIND_PREREQS) ## Create or update the kind host cluster: KubeVirt, CAPI + CAPK, knest, node images (NODE_IMAGE_VERSIONS).
 	$(KIND_ENV) hack/kind/up.sh
 
 .PHONY: kind-down
@@ -78,24 +86,23 @@ kind-down: $(KIND) ## Delete the kind host cluster.
 kind-env: ## Print the env vars for kubectl and the e2e suite against it (eval "$(make -s kind-env)").
 	@cat $(KIND_ENV_FILE)
 
-# The host cluster (hack/kind/up.sh, deleted on exit unless KEEP=1), then the checks
-# that need only real KubeVirt and the host's NetworkPolicy enforcer (e2e/kind): a
-# node VM boots, knest's isolation policy holds. One shell line, so what follows in a
-# recipe runs with the env file sourced and the cluster still up.
-KIND_HOST_CHECKS := rm -rf $(E2E_KIND_STATE_DIR) && mkdir -p $(E2E_KIND_STATE_DIR); \
+# $(call kind-host-up,STATE_DIR) empties STATE_DIR, brings up the host cluster
+# (hack/kind/up.sh, its output also in STATE_DIR/up.log), has the shell delete it on
+# exit unless KEEP=1, and sources the env file up.sh writes. It ends in `;`: what
+# follows it in the same shell line runs against the cluster.
+kind-host-up = rm -rf $(1) && mkdir -p $(1); \
 	$(if $(filter 1,$(KEEP)),,trap '$(KIND_ENV) hack/kind/down.sh' EXIT;) \
-	$(KIND_ENV) hack/kind/up.sh 2>&1 | tee $(E2E_KIND_STATE_DIR)/up.log; \
-	source $(KIND_ENV_FILE); KNEST_E2E_STATE_DIR=$(E2E_KIND_STATE_DIR) \
-	$(GO) test -tags e2e -count=1 -v -timeout 30m $(GO_TEST_FLAGS) ./e2e/kind/...
+	$(KIND_ENV) hack/kind/up.sh 2>&1 | tee $(1)/up.log; \
+	source $(KIND_ENV_FILE);
+
+# The checks that need only real KubeVirt and the host's NetworkPolicy enforcer
+# (e2e/kind): a node VM boots, knest's isolation policy holds. After kind-host-up.
+KIND_CHECKS = $(GO) test -tags e2e -count=1 -v -timeout 30m $(GO_TEST_FLAGS) ./e2e/kind/...
+
+# up.sh's log, the suite's timeline report and tenant state, kept after the cluster
+# is gone.
+E2E_STATE_DIR ?= $(KNEST_CACHE)/e2e/last-run
 
 .PHONY: kind-checks
-kind-checks: $(KIND_PREREQS) ## Bring up the kind host, boot a node VM under real KubeVirt, check isolation by its enforcer.
-	$(KIND_HOST_CHECKS)
-
-# Only TestTenantCluster: TestUpgrade needs the node images of two versions, and
-# up.sh loads one (KNEST_E2E_NODE_IMAGE pins it).
-.PHONY: e2e-kind
-e2e-kind: $(KIND_PREREQS) ## The kind checks, then the e2e suite (TestTenantCluster) against real KubeVirt in kind (KEEP=1 keeps the cluster; KNEST_E2E_FULL=1).
-	$(KIND_HOST_CHECKS); \
-	KNEST_E2E_STATE_DIR=$(E2E_KIND_STATE_DIR) KNEST_E2E_FULL=$(KNEST_E2E_FULL) \
-		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_KIND_TIMEOUT) -run '^TestTenantCluster$$' $(GO_TEST_FLAGS) ./e2e/tenant/...
+kind-checks: $(KIND_PREREQS) ## Bring up the kind host, boot a node VM under real KubeVirt, check isolation by its enforcer (KEEP=1 keeps the host).
+	$(call kind-host-up,$(E2E_STATE_DIR)) $(KIND_CHECKS)

@@ -6,10 +6,13 @@
 
 # The tenant Kubernetes versions knest builds node images for, oldest first; the last
 # is the default tenant version (knestv1.DefaultVersion) and what `make node-image`,
-# `make e2e` and `make demo` build. `make node-images` builds them all.
+# `make e2e` and `make demo` build. `make node-images` builds them all (make
+# e2e-upgrade).
 NODE_KUBE_VERSIONS := v1.34.4 v1.35.4
 NODE_KUBE_VERSION ?= $(lastword $(NODE_KUBE_VERSIONS))
-NODE_IMAGE_DIR := $(KNEST_CACHE)/node-image/out/$(NODE_KUBE_VERSION)
+# Each version's node image: $(NODE_IMAGES_DIR)/<version>.
+NODE_IMAGES_DIR := $(KNEST_CACHE)/node-image/out
+NODE_IMAGE_DIR := $(NODE_IMAGES_DIR)/$(NODE_KUBE_VERSION)
 NODE_IMAGE_TEST_TIMEOUT ?= 120m
 NODE_IMAGE_TEST_FLAGS ?=
 
@@ -32,6 +35,17 @@ node-images: node-image-tools ## Build the node image of every version in NODE_K
 		KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$$v GO=$(GO) nice -n 10 images/build.sh; \
 		images/scripts/check-coredns.sh $$v $(KNEST_CACHE)/node-image/out/$$v pkg/cluster/coredns.go; \
 	done
+
+# What node-image-test runs: qemu, a bridge with DHCP (dnsmasq) in a network
+# namespace, cloud-init seed ISOs; nftables for the KubeVirt stand-in's network
+# rules, which make test checks until the stand-in goes.
+HOST_TOOLS := qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils dnsmasq:dnsmasq \
+	genisoimage:genisoimage ip:iproute2 nft:nftables
+
+.PHONY: host-tools
+host-tools: ## Install what node-image-test needs (qemu, dnsmasq, genisoimage, iproute2) from Debian packages.
+	$(call apt-ensure,$(HOST_TOOLS))
+	@[ "$$(id -u)" = 0 ] || { echo "node-image-test runs as root (network namespace, bridge, tap devices)"; exit 1; }
 
 .PHONY: node-image-test
 node-image-test: node-image host-tools ## Boot the node image under qemu: kubeadm init, join, pods, no pulls.
