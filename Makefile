@@ -71,7 +71,7 @@ build: ## Build the knest CLI into bin/knest.
 	$(GO) build -o bin/knest ./cmd/knest
 
 .PHONY: test
-test: testbin host-tools ## Run all tests against the integration test bed (and the stand-in's network rules).
+test: testbin ## Run all tests against the integration test bed.
 	KNEST_TESTBIN=$(TESTBIN_DIR) KNEST_KUBEVIRT_CRDS=$(KUBEVIRT_CRDS_DIR) \
 		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
 

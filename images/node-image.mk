@@ -37,10 +37,9 @@ node-images: node-image-tools ## Build the node image of every version in NODE_K
 	done
 
 # What node-image-test runs: qemu, a bridge with DHCP (dnsmasq) in a network
-# namespace, cloud-init seed ISOs; nftables for the KubeVirt stand-in's network
-# rules, which make test checks until the stand-in goes.
+# namespace, cloud-init seed ISOs.
 HOST_TOOLS := qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils dnsmasq:dnsmasq \
-	genisoimage:genisoimage ip:iproute2 nft:nftables
+	genisoimage:genisoimage ip:iproute2
 
 .PHONY: host-tools
 host-tools: ## Install what node-image-test needs (qemu, dnsmasq, genisoimage, iproute2) from Debian packages.
