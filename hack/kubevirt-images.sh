@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds KubeVirt's container images and its operator manifest offline, for
-# `make e2e-kind` (hack/kubevirt.mk, target kubevirt-images):
+# `make e2e` (hack/kubevirt.mk, target kubevirt-images):
 #
 #   - binaries from the kubevirt.io/kubevirt module at KUBEVIRT_VERSION (tools module
 #     hack/tools/kubevirt; already built into $KUBEVIRT_DIR/bin by make), container-disk

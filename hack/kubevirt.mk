@@ -36,7 +36,7 @@ $(KUBEVIRT_INSTALL):
 	cd $(KUBEVIRT_TOOLS) && $(GO) run ./manifests -install $(@D).tmp
 	rm -rf $(@D) && mv $(@D).tmp $(@D)
 
-# KubeVirt's images for `make e2e-kind` (hack/kubevirt-images.sh): every component;
+# KubeVirt's images for `make e2e` (hack/kubevirt-images.sh): every component;
 # virt-launcher and virt-handler with cgo, against libvirt's headers (they link
 # libvirt.so.0, whose ABI only grows, so bookworm's headers serve trixie's libvirt 11.3
 # in the images).

@@ -1,6 +1,6 @@
 //go:build e2e
 
-// Package kind_test checks, on the kind host cluster of `make e2e-kind`
+// Package kind_test checks, on the kind host cluster of `make e2e`
 // (hack/kind/up.sh), the two things the tenant suite relies on that real KubeVirt and
 // the host's own CNI decide, each on its own, so that a machine that cannot run the
 // whole suite still proves them:
@@ -53,7 +53,7 @@ func newHost(t *testing.T) host {
 	t.Helper()
 	kc := os.Getenv(envHostKubeconfig)
 	if kc == "" {
-		t.Fatalf("%s is not set: run make e2e-kind (or source the env file hack/kind/up.sh writes)", envHostKubeconfig)
+		t.Fatalf("%s is not set: run make e2e, which brings up the kind host, or source the env file hack/kind/up.sh writes", envHostKubeconfig)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {

@@ -1,9 +1,11 @@
-// Command bootphases reads the serial consoles of node VMs (the stand-in's
-// console.log files, node-image-test's *.console.log) and prints when each boot
-// reached cloud-init, kubeadm, a healthy API server and the end of kubeadm init or
-// join, in seconds of the guest's clock, with the median of each phase per role:
+// Command bootphases reads the serial consoles of node VMs (a KubeVirt VM's, saved
+// from its virt-launcher pod's guest-console-log container; node-image-test's
+// *.console.log) and prints when each boot reached cloud-init, kubeadm, a healthy API
+// server and the end of kubeadm init or join, in seconds of the guest's clock, with
+// the median of each phase per role:
 //
-//	go run ./hack/bootphases ~/.cache/knest/e2e/last-run/standin/vms/*/*/console.log
+//	kubectl logs <virt-launcher pod> -c guest-console-log >cp.console.log
+//	go run ./hack/bootphases cp.console.log
 package main
 
 import (

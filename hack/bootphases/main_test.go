@@ -6,9 +6,9 @@ import (
 	"testing"
 )
 
-// Lines as the stand-in's console has them, and as node-image-test's (which
+// Lines as a VM's serial console has them, and as node-image-test's (which
 // prefixes the host's time) has them.
-const standinConsole = `[    1.000000] Linux version 6.1.0
+const guestConsole = `[    1.000000] Linux version 6.1.0
 [   21.638393] cloud-init[346]: Cloud-init v. 22.4.2 running 'init-local' at Sun, 22 Nov 2026 21:04:45 +0000. Up 21.41 seconds.
 [   49.803981] cloud-init[456]: [preflight] Running pre-flight checks
 [   80.000000] cloud-init[456]: [preflight] Running pre-flight checks
@@ -22,7 +22,7 @@ const nodetestConsole = `[   68.10] [   66.029184] cloud-init[300]: Cloud-init v
 `
 
 func TestParseTakesTheFirstMarkerAndTheGuestClock(t *testing.T) {
-	cp, err := parse("cp", strings.NewReader(standinConsole))
+	cp, err := parse("cp", strings.NewReader(guestConsole))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 # Step 8 of images/build.sh (sourced; uses its variables and helpers): the host node
-# of `make e2e-kind`, a root filesystem tarball with the same base, Kubernetes binaries
+# of `make e2e`, a root filesystem tarball with the same base, Kubernetes binaries
 # and preloaded images as a tenant node, plus kind's node files from the kind module
 # and kube-router's NetworkPolicy controller. See images/kind/README.md.
 kind_tools=$repo/hack/tools/kind

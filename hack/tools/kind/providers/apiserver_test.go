@@ -18,7 +18,7 @@ import (
 // (`make testbin`; `eval "$(make -s testbin-env)"` sets it), as for internal/testenv.
 const envTestBin = "KNEST_TESTBIN"
 
-// TestApply installs the output with kubectl the way `make e2e-kind` does, on a
+// TestApply installs the output with kubectl the way `make e2e` does, on a
 // bare kube-apiserver (no controllers, so nothing runs): every object must be valid
 // for a real API server, server-side apply must take the files in order as they are,
 // and applying them again must change nothing and conflict with nothing.

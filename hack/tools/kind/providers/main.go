@@ -1,5 +1,5 @@
 // Command providers writes the Cluster API core, kubeadm bootstrap, kubeadm
-// control-plane and CAPK components that `make e2e-kind` installs in the kind host
+// control-plane and CAPK components that `make e2e` installs in the kind host
 // cluster with `kubectl apply --server-side`: what `clusterctl init` would install,
 // made offline and without cert-manager.
 //

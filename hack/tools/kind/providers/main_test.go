@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// The images `make e2e-kind` builds from the managers of hack/providers.mk, by
+// The images `make e2e` builds from the managers of hack/providers.mk, by
 // clusterctl's provider label (cluster.x-k8s.io/provider).
 var wantImages = map[string]string{
 	"cluster-api":             "knest.local/cluster-api-controller:v1.13.6",
