@@ -343,6 +343,10 @@ func expectGone(t *testing.T, ns, machine, vm string) {
 		for _, sec := range secrets.Items {
 			g.Expect(sec.Name).NotTo(HavePrefix(machine), "bootstrap Secret of the removed machine")
 		}
+		// KubeVirt labels a VM's virt-launcher pod with the VM's name.
+		pods := &corev1.PodList{}
+		g.Expect(s.host.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{"vm.kubevirt.io/name": vm})).To(Succeed())
+		g.Expect(pods.Items).To(BeEmpty(), "virt-launcher pod of %s", vm)
 	}, deleteTimeout, poll).Should(Succeed())
 }
 
