@@ -323,8 +323,8 @@ func machineOfNode(t *testing.T, key client.ObjectKey, node string) string {
 	return ""
 }
 
-// expectGone: the Machine, its bootstrap Secrets, and the VM and VMI (named like the
-// node) are gone.
+// expectGone: the Machine, its bootstrap Secrets, and the VM, VMI and virt-launcher pod
+// (named like the node) are gone.
 func expectGone(t *testing.T, ns, machine, vm string) {
 	t.Helper()
 	g := NewWithT(t)
