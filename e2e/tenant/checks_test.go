@@ -417,7 +417,7 @@ func canConnect(t *testing.T, tc tenant, addr string, port int) bool {
 // expectIsolatedFromHostPods checks that the host cluster's own NetworkPolicy enforcer
 // enforces knest's NetworkPolicy between a tenant's VMs and a plain pod of another
 // namespace standing in for another tenant: the pod reaches the API server port
-// (open to all) but not a kubelet, and the tenant's nodes cannot reach the pod's
+// (open to all) but not a kubelet or etcd, and the tenant's nodes cannot reach the pod's
 // server, which a pod of its own namespace can (proving the server and the probe work).
 func expectIsolatedFromHostPods(t *testing.T, key client.ObjectKey) {
 	t.Helper()
@@ -431,6 +431,7 @@ func expectIsolatedFromHostPods(t *testing.T, key client.ObjectKey) {
 	server := probe.Server(t, s.host, ns, "server", nil)
 	g.Expect(probe.Connect(t, s.host, other, server, probe.ServerPort)).To(BeTrue(), "a pod of its own namespace reaches the server")
 
+	tc := tenantClient(t, key)
 	vmis := &kubevirtv1.VirtualMachineInstanceList{}
 	g.Expect(s.host.List(ctx, vmis, client.InNamespace(key.Namespace), client.MatchingLabels{clusterv1.ClusterNameLabel: key.Name})).To(Succeed())
 	g.Expect(vmis.Items).NotTo(BeEmpty())
@@ -439,11 +440,18 @@ func expectIsolatedFromHostPods(t *testing.T, key client.ObjectKey) {
 		ip := vmi.Status.Interfaces[0].IP
 		if vmi.Labels["cluster.x-k8s.io/role"] == "control-plane" {
 			g.Expect(probe.Connect(t, s.host, other, ip, probe.APIPort)).To(BeTrue(), "another namespace's pod reaches %s's API server port", vmi.Name)
+			// etcd answers on the VM's address inside the tenant, so a refusal from
+			// outside is the policy's.
+			g.Expect(canConnect(t, tc, ip, etcdClientPort)).To(BeTrue(), "%s's etcd listens on %s", vmi.Name, ip)
+			g.Expect(probe.Connect(t, s.host, other, ip, etcdClientPort)).To(BeFalse(), "another namespace's pod reaches %s's etcd", vmi.Name)
 		}
 		g.Expect(probe.Connect(t, s.host, other, ip, 10250)).To(BeFalse(), "another namespace's pod reaches %s's kubelet", vmi.Name)
 	}
-	g.Expect(canConnect(t, tenantClient(t, key), server, probe.ServerPort)).To(BeFalse(), "%s's nodes reach a pod of another namespace", key)
+	g.Expect(canConnect(t, tc, server, probe.ServerPort)).To(BeFalse(), "%s's nodes reach a pod of another namespace", key)
 }
+
+// etcdClientPort is where kubeadm's etcd serves clients, on the node's address too.
+const etcdClientPort = 2379
 
 // vmKill is how a worker's VM dies from outside.
 type vmKill string
