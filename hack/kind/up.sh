@@ -15,6 +15,17 @@ start=$SECONDS
 step() { printf '\n== [%4ds] %s\n' $((SECONDS - start)) "$*"; }
 die() { echo "up.sh: $*" >&2; exit 1; }
 kubectl() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" "$@"; }
+# wait_for SECONDS CONDITION OBJECT [kubectl args]: kubectl wait fails at once, not
+# waits, on an object whose status has no conditions yet (".status.conditions accessor
+# error"), so it is retried until SECONDS have passed.
+wait_for() {
+  local condition=$2 end=$((SECONDS + $1))
+  shift 2
+  until kubectl wait --for="condition=$condition" --timeout=30s "$@" 2>/dev/null; do
+    ((SECONDS < end)) || { kubectl wait --for="condition=$condition" --timeout=1s "$@"; return; }
+    sleep 2
+  done
+}
 
 kind_engine
 [[ " $NODE_IMAGE_VERSIONS " == *" $NODE_KUBE_VERSION "* ]] ||
@@ -134,7 +145,7 @@ done
 
 step "KubeVirt $KUBEVIRT_VERSION (useEmulation: $emulation)"
 kubectl apply --server-side -f "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml"
-kubectl wait --for=condition=Established crd/kubevirts.kubevirt.io --timeout=2m
+wait_for 120 Established crd/kubevirts.kubevirt.io
 kubectl -n kubevirt rollout status deploy/virt-operator --timeout=10m
 kubectl apply --server-side -f - <<EOF
 apiVersion: kubevirt.io/v1
@@ -151,7 +162,7 @@ step "Cluster API $CAPI_VERSION, CAPK $CAPK_VERSION"
 # CRDs first, so the objects of their kinds in the same file are known.
 kubectl apply --server-side --force-conflicts -f "$PROVIDERS_INSTALL/components.yaml"
 # clusterctl's inventory, so clusterctl (describe, move, upgrade) knows the providers.
-kubectl wait --for=condition=Established crd/providers.clusterctl.cluster.x-k8s.io --timeout=2m
+wait_for 120 Established crd/providers.clusterctl.cluster.x-k8s.io
 kubectl apply --server-side --force-conflicts -f "$PROVIDERS_INSTALL/inventory.yaml"
 for ns_deploy in capi-system/capi-controller-manager capi-kubeadm-bootstrap-system/capi-kubeadm-bootstrap-controller-manager \
   capi-kubeadm-control-plane-system/capi-kubeadm-control-plane-controller-manager capk-system/capk-controller-manager; do
@@ -175,7 +186,7 @@ kubectl apply -k "$tmp/config/kind"
 kubectl -n knest-system rollout status deploy/knest-controller --timeout=5m
 
 step "waiting for KubeVirt to be available"
-kubectl -n kubevirt wait kubevirt/kubevirt --for=condition=Available --timeout=20m
+wait_for 1200 Available kubevirt/kubevirt -n kubevirt
 
 step "ready: source $KIND_ENV_FILE"
 tee "$KIND_ENV_FILE" <<EOF
