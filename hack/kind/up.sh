@@ -59,7 +59,7 @@ if ! "$KIND_ENGINE" image inspect "$kind_image" >/dev/null 2>&1; then
 fi
 # Earlier builds' node images (1 GB each), unless a cluster's node still runs one.
 "$KIND_ENGINE" image ls --format '{{.Repository}}:{{.Tag}}' | grep '^knest.local/kind-node:' | grep -vxF "$kind_image" |
-  while read -r old; do "$KIND_ENGINE" image rm "$old" >/dev/null 2>&1 || true; done
+  while read -r old; do "$KIND_ENGINE" image rm "$old" >/dev/null 2>&1 || true; done || true
 
 step "kind cluster $KIND_CLUSTER"
 service_cidr=10.96.0.0/16 pod_cidr=10.244.0.0/16
