@@ -118,11 +118,11 @@ users_layer=$(printf '{"files": [%s, %s, %s, %s]}' "$(file "$f/passwd" /etc/pass
 # file capability KubeVirt's image sets, kept as an xattr in a tarball layer.
 l=$tmp/launcher
 mkdir -p "$l/usr/bin" "$l/usr/sbin" "$l/etc/libvirt/hooks" "$l/var"
-# virt-handler writes the launcher's DHCP cache through
-# /proc/<launcher>/root/var/run/..., where Debian's absolute /var/run -> /run would
-# resolve in virt-handler's own root, and virt-launcher would then find no cache
-# ("open /proc/self/root/var/run/kubevirt-private/vif-cache-eth0.json: no such file").
-# KubeVirt's own images have the link relative.
+# virt-handler writes the launcher's DHCP cache under var/run in the launcher's root
+# as /proc/PID/root shows it, where Debian's absolute /var/run -> /run would resolve in
+# virt-handler's own root, and virt-launcher would then find no cache ("open
+# ...var/run/kubevirt-private/vif-cache-eth0.json: no such file"). KubeVirt's own
+# images have the link relative.
 ln -s ../run "$l/var/run"
 for b in virt-launcher virt-launcher-monitor virt-probe virt-tail virt-freezer; do install -m 0755 "$bin/$b" "$l/usr/bin/"; done
 install -m 0755 "$tmp/container-disk" "$mod/cmd/virt-launcher/node-labeller/node-labeller.sh" "$l/usr/bin/"
