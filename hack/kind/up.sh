@@ -147,8 +147,15 @@ for node in "${nodes[@]}"; do
 done
 
 step "KubeVirt $KUBEVIRT_VERSION (useEmulation: $emulation)"
-kubectl apply --server-side -f "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml"
+kubectl apply --server-side --force-conflicts -f "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml"
 wait_for 120 Established crd/kubevirts.kubevirt.io
+# One node: one replica of each host component is enough, and two cores' worth of CPU
+# requests must hold three tenant VMs beside them. Measured with a control plane and
+# two workers at --cpu-allocation-ratio=4: the host's pods requested 1005m, the VMs
+# 1006m, 11m too many; one replica of virt-api and virt-controller (the CR's
+# infra.replicas), virt-operator and CoreDNS free 120m.
+kubectl -n kubevirt scale deploy/virt-operator --replicas=1
+kubectl -n kube-system scale deploy/coredns --replicas=1
 kubectl -n kubevirt rollout status deploy/virt-operator --timeout=10m
 kubectl apply --server-side -f - <<EOF
 apiVersion: kubevirt.io/v1
@@ -156,6 +163,7 @@ kind: KubeVirt
 metadata: {name: kubevirt, namespace: kubevirt}
 spec:
   imagePullPolicy: IfNotPresent
+  infra: {replicas: 1}
   configuration:
     developerConfiguration:
       useEmulation: $emulation
