@@ -40,8 +40,9 @@ PROVIDERS_INSTALL=${PROVIDERS_INSTALL:-$PROVIDERS_DIR/install}
 # control plane of 2 vCPUs and two workers of 1 do not fit a 2-core host otherwise.
 KNEST_CPU_ALLOCATION_RATIO=${KNEST_CPU_ALLOCATION_RATIO:-4}
 # How long a machine may take to become a Ready node before its health check replaces
-# it (knest controller --node-startup-timeout, default 20m): a worker VM booting under
-# emulation beside an emulated control plane on 2 cores took 16-22 minutes.
+# it (knest controller --node-startup-timeout, default 20m). Under emulation on 2 cores
+# a worker took 3-9 minutes here, and 16-22 on the retired stand-in: kept generous for
+# slower or busier hosts.
 KNEST_NODE_STARTUP_TIMEOUT=${KNEST_NODE_STARTUP_TIMEOUT:-40m}
 # The tenant nodes' images as the host's containerd names them once loaded.
 NODE_IMAGE_REF=${NODE_IMAGE_REF:-docker.io/knest/node:$NODE_KUBE_VERSION}
