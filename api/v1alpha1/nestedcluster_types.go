@@ -251,7 +251,22 @@ type KernelBootSpec struct {
 	KernelArgs string `json:"kernelArgs,omitempty"`
 }
 
+// ControlPlaneMode says where a tenant's control plane runs.
+// +kubebuilder:validation:Enum=VM;Hosted
+type ControlPlaneMode string
+
+const (
+	// ControlPlaneVM runs the control plane in KubeVirt VMs, like the workers: the
+	// tenant shares nothing with the host but its hardware.
+	ControlPlaneVM ControlPlaneMode = "VM"
+	// ControlPlaneHosted runs kube-apiserver, kube-controller-manager, kube-scheduler
+	// and etcd as pods on the host (a HostedControlPlane); only the workers are VMs.
+	ControlPlaneHosted ControlPlaneMode = "Hosted"
+)
+
 // ControlPlaneSpec sizes the control plane.
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Hosted' || !has(self.replicas) || self.replicas == 1 || self.replicas == 3",message="a hosted control plane has 1 or 3 API server replicas (controlPlane.replicas)"
+// +kubebuilder:validation:XValidation:rule="!has(self.hosted) || (has(self.mode) && self.mode == 'Hosted')",message="controlPlane.hosted needs controlPlane.mode Hosted"
 // +kubebuilder:validation:XValidation:rule="!has(self.cpu) || self.cpu >= 2",message="controlPlane.cpu must be at least 2: kubeadm refuses to init a control plane with fewer CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(string(self.memory)).compareTo(quantity('1700Mi')) >= 0",message="controlPlane.memory must be at least 1700Mi: kubeadm refuses to init a control plane with less"
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(string(self.memory)).compareTo(quantity('1Ti')) <= 0",message="memory must be at most 1Ti, e.g. 8Gi: no host node offers more to one VM"
@@ -263,7 +278,33 @@ type ControlPlaneSpec struct {
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 
+	// mode is where the control plane runs: VM (the default: control-plane nodes are
+	// KubeVirt VMs sized by cpu, memory and the other machine fields) or Hosted (pods
+	// on the host; the machine fields do not apply). It cannot change after creation.
+	// +kubebuilder:default=VM
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="controlPlane.mode cannot be changed after creation: create a new cluster to move its control plane"
+	// +optional
+	Mode ControlPlaneMode `json:"mode,omitempty"`
+
+	// hosted sizes a hosted control plane.
+	// +optional
+	Hosted *HostedControlPlaneSpec `json:"hosted,omitempty"`
+
 	MachineSpec `json:",inline"`
+}
+
+// HostedControlPlaneSpec sizes a hosted control plane.
+type HostedControlPlaneSpec struct {
+	// resources of each API server replica's kube-apiserver container, e.g.
+	// requests: {cpu: 100m, memory: 512Mi}.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// etcdStorageClassName is the class of etcd's volume; empty means the host's
+	// default class, or an emptyDir (data lost with the pod) where it has none.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	EtcdStorageClassName string `json:"etcdStorageClassName,omitempty"`
 }
 
 // WorkerPool is a named group of identical worker nodes.
@@ -545,3 +586,6 @@ func (c *NestedCluster) SetConditions(conditions []metav1.Condition) {
 func init() {
 	SchemeBuilder.Register(&NestedCluster{}, &NestedClusterList{})
 }
+
+// IsHosted reports whether the control plane runs as pods on the host.
+func (s ControlPlaneSpec) IsHosted() bool { return s.Mode == ControlPlaneHosted }

@@ -1,0 +1,196 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+)
+
+// Finalizer keeps a HostedControlPlane until its pods, Services and Secrets are gone.
+const Finalizer = "controlplane.knest.dev/hostedcontrolplane"
+
+// Condition types and reasons of a HostedControlPlane.
+const (
+	// AvailableCondition is True when at least one API server replica at the spec's
+	// version serves and the tenant has what `kubeadm join` reads.
+	AvailableCondition = "Available"
+
+	WaitingForClusterReason   = "WaitingForCluster"
+	WaitingForEtcdReason      = "WaitingForEtcd"
+	WaitingForAPIServerReason = "WaitingForAPIServer"
+	WaitingForTenantReason    = "WaitingForTenantBootstrap"
+	AvailableReason           = "Available"
+	DeletingReason            = "Deleting"
+)
+
+// HostedControlPlaneSpec is a tenant control plane run as pods on the host.
+type HostedControlPlaneSpec struct {
+	// version is the tenant Kubernetes version, e.g. v1.35.4: the images of its
+	// kube-apiserver, kube-controller-manager and kube-scheduler and the kubeadm that
+	// configures the tenant.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule="self.matches('^v1\\\\.(3[0-6])\\\\.(0|[1-9][0-9]{0,3})$')",message="version must look like v1.MINOR.PATCH with a minor from 30 to 36, e.g. v1.35.4"
+	Version string `json:"version"`
+
+	// replicas is the number of API server pods (with kube-controller-manager and
+	// kube-scheduler beside each, leader-elected): 1 or 3.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XValidation:rule="self == 1 || self == 3",message="a hosted control plane has 1 or 3 API server replicas"
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// controlPlaneEndpoint is the tenant API endpoint; the controller sets it from
+	// the API server's Service (Cluster API's contract).
+	// +optional
+	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
+
+	// resources of each kube-apiserver container; kube-controller-manager,
+	// kube-scheduler and etcd get fixed small requests.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// service exposes the API server on the host.
+	// +optional
+	Service ServiceSpec `json:"service,omitempty"`
+
+	// network is the tenant's: its Service range and DNS domain (kube-apiserver,
+	// kube-controller-manager and kubeadm's add-ons need them) and its pod range.
+	Network NetworkSpec `json:"network"`
+
+	// etcd's storage.
+	// +optional
+	Etcd EtcdSpec `json:"etcd,omitempty"`
+}
+
+// ServiceSpec says how the API server is exposed.
+type ServiceSpec struct {
+	// type of the host Service: ClusterIP (reachable from the host's pods and the
+	// tenant's VMs), NodePort or LoadBalancer.
+	// +kubebuilder:default=ClusterIP
+	// +kubebuilder:validation:Enum=ClusterIP;NodePort;LoadBalancer
+	// +optional
+	Type corev1.ServiceType `json:"type,omitempty"`
+	// host is a fixed endpoint host, e.g. a load balancer's name; empty means the
+	// Service's cluster IP.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Host string `json:"host,omitempty"`
+	// certSANs are extra names and addresses in the API server's certificate.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	// +optional
+	CertSANs []string `json:"certSANs,omitempty"`
+}
+
+// NetworkSpec is the tenant's network.
+type NetworkSpec struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=43
+	PodCIDR string `json:"podCIDR"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=43
+	ServiceCIDR string `json:"serviceCIDR"`
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	DNSDomain string `json:"dnsDomain"`
+}
+
+// EtcdSpec is etcd's storage.
+type EtcdSpec struct {
+	// storageClassName of etcd's volume; empty means the host's default class, and
+	// an emptyDir (data lost with the pod) where the host has none.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	StorageClassName string `json:"storageClassName,omitempty"`
+	// size of etcd's volume.
+	// +kubebuilder:default="2Gi"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+}
+
+// HostedControlPlaneStatus is what the controller observed; its fields are the ones
+// Cluster API's control-plane contract (v1beta2) reads.
+type HostedControlPlaneStatus struct {
+	// initialization: controlPlaneInitialized is true once the API server answered and
+	// the tenant has what `kubeadm join` reads (cluster-info, kubeadm-config, RBAC).
+	// +optional
+	Initialization Initialization `json:"initialization,omitempty,omitzero"`
+	// selector selects the API server pods (the scale subresource's).
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// replicas is the number of API server pods.
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+	// readyReplicas is the number of ready API server pods.
+	// +optional
+	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
+	// availableReplicas is the number of available API server pods.
+	// +optional
+	AvailableReplicas *int32 `json:"availableReplicas,omitempty"`
+	// upToDateReplicas is the number of API server pods at the current spec.
+	// +optional
+	UpToDateReplicas *int32 `json:"upToDateReplicas,omitempty"`
+	// version is the oldest version the API server pods run.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// observedGeneration is the spec generation the status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// conditions: Available, and Cluster API's Paused.
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=32
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Initialization is Cluster API's initialization status of a control plane.
+// +kubebuilder:validation:MinProperties=1
+type Initialization struct {
+	// +optional
+	ControlPlaneInitialized *bool `json:"controlPlaneInitialized,omitempty"`
+}
+
+// HostedControlPlane is a tenant's control plane as pods on the host cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=hcp,categories=cluster-api
+// +kubebuilder:metadata:labels="cluster.x-k8s.io/v1beta2=v1alpha1"
+// +kubebuilder:printcolumn:name="Initialized",type=boolean,JSONPath=`.status.initialization.controlPlaneInitialized`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.controlPlaneEndpoint.host`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type HostedControlPlane struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   HostedControlPlaneSpec   `json:"spec,omitempty"`
+	Status HostedControlPlaneStatus `json:"status,omitempty"`
+}
+
+// HostedControlPlaneList is a list of HostedControlPlanes.
+//
+// +kubebuilder:object:root=true
+type HostedControlPlaneList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []HostedControlPlane `json:"items"`
+}
+
+// GetConditions returns the conditions (Cluster API's condition utilities use it).
+func (c *HostedControlPlane) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions sets the conditions.
+func (c *HostedControlPlane) SetConditions(conditions []metav1.Condition) {
+	c.Status.Conditions = conditions
+}
+
+func init() {
+	SchemeBuilder.Register(&HostedControlPlane{}, &HostedControlPlaneList{})
+}

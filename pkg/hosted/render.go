@@ -1,0 +1,614 @@
+// Package hosted renders the host objects of a HostedControlPlane: the tenant's
+// etcd (a StatefulSet), its kube-apiserver, kube-controller-manager and
+// kube-scheduler (one Deployment, a pod per API server replica), the Service in front
+// of them, the NetworkPolicies that fence them, and the Job that runs kubeadm's
+// phases against the new API server so that `kubeadm join` works in the worker VMs.
+//
+// kubeadm is the engine, in the tenant version's own binary (the image
+// knest.local/kubeadm:<version>, which the node image build makes): an init
+// container in each pod makes that pod's certificates and kubeconfigs with `kubeadm
+// init phase certs|kubeconfig` from Cluster API's CA Secrets, and the Job uploads
+// kubeadm-config and kubelet-config, creates cluster-info and the bootstrap-token
+// RBAC, and installs kube-proxy and CoreDNS. The flags of the components follow
+// kubeadm's static pod manifests; they are rendered here because kubeadm writes
+// static pods, not Deployments.
+package hosted
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/secret"
+
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	"github.com/knest-dev/knest/pkg/kubever"
+)
+
+// Ports.
+const (
+	APIServerPort = 6443
+	EtcdPort      = 2379
+	EtcdPeerPort  = 2380
+	etcdMetrics   = 2381
+)
+
+// Component labels on the pods.
+const (
+	ComponentLabel     = "controlplane.knest.dev/component"
+	ComponentAPIServer = "apiserver"
+	ComponentEtcd      = "etcd"
+	ComponentKubeadm   = "kubeadm"
+	// VersionAnnotation on the control-plane pods is the version they run.
+	VersionAnnotation = "controlplane.knest.dev/version"
+)
+
+// Image references. The control-plane images are the ones kubeadm lists for the
+// version; images/build.sh makes them and hack/kind/up.sh preloads them.
+func kubeadmImage(version string) string { return "knest.local/kubeadm:" + version }
+func componentImage(name, version string) string {
+	return "registry.k8s.io/" + name + ":" + version
+}
+
+// etcdImageTags are the etcd images kubeadm lists per minor (kubeadm's
+// constants.SupportedEtcdVersion) for the minors knest builds images for.
+var etcdImageTags = map[int]string{34: "3.6.5-0", 35: "3.6.6-0"}
+
+// EtcdImage is the etcd image for a tenant version.
+func EtcdImage(version string) (string, error) {
+	v, err := kubever.Parse(version)
+	if err != nil {
+		return "", err
+	}
+	tag, ok := etcdImageTags[v.Minor]
+	if !ok {
+		return "", fmt.Errorf("knest has no etcd image for Kubernetes %s (it has for minors 34 and 35)", version)
+	}
+	return "registry.k8s.io/etcd:" + tag, nil
+}
+
+// Names of the host objects of a cluster's hosted control plane.
+func ServiceName(cluster string) string    { return cluster + "-apiserver" }
+func DeploymentName(cluster string) string { return cluster + "-control-plane" }
+func EtcdName(cluster string) string       { return cluster + "-etcd" }
+func ConfigMapName(cluster string) string  { return cluster + "-kubeadm" }
+func EtcdPolicyName(cluster string) string { return cluster + "-etcd" }
+func APIPolicyName(cluster string) string  { return cluster + "-control-plane" }
+func jobName(cluster, hash string) string  { return cluster + "-kubeadm-" + hash[:8] }
+func etcdHost(cluster, ns string) string {
+	return EtcdName(cluster) + "-0." + EtcdName(cluster) + "." + ns + ".svc"
+}
+func selector(cluster, component string) map[string]string {
+	return map[string]string{clusterv1.ClusterNameLabel: cluster, ComponentLabel: component}
+}
+
+// Input is what rendering needs besides the HostedControlPlane.
+type Input struct {
+	HCP     *hcpv1.HostedControlPlane
+	Cluster string
+	// ServiceIP is the API server Service's cluster IP: the address the tenant's
+	// VMs, kubeadm's kubeconfigs and the `kubernetes` Service in the tenant use.
+	ServiceIP string
+	// EtcdStorageClass is the class of etcd's volume; nil means an emptyDir.
+	EtcdStorageClass *string
+}
+
+func (in Input) ns() string { return in.HCP.Namespace }
+
+func (in Input) meta(name, component string) metav1.ObjectMeta {
+	labels := map[string]string{clusterv1.ClusterNameLabel: in.Cluster}
+	if component != "" {
+		labels[ComponentLabel] = component
+	}
+	return metav1.ObjectMeta{Name: name, Namespace: in.ns(), Labels: labels}
+}
+
+// Endpoint is the tenant API endpoint: a fixed host, or the Service's cluster IP.
+func (in Input) Endpoint() clusterv1.APIEndpoint {
+	host := in.HCP.Spec.Service.Host
+	if host == "" {
+		host = in.ServiceIP
+	}
+	return clusterv1.APIEndpoint{Host: host, Port: APIServerPort}
+}
+
+// Service is the API server's Service; its cluster IP is allocated before anything
+// else is rendered, because every certificate and kubeconfig names it.
+func Service(hcp *hcpv1.HostedControlPlane, cluster string) *corev1.Service {
+	in := Input{HCP: hcp, Cluster: cluster}
+	t := hcp.Spec.Service.Type
+	if t == "" {
+		t = corev1.ServiceTypeClusterIP
+	}
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: in.meta(ServiceName(cluster), ""),
+		Spec: corev1.ServiceSpec{
+			Type:     t,
+			Selector: selector(cluster, ComponentAPIServer),
+			Ports: []corev1.ServicePort{{
+				Name: "https", Port: APIServerPort, TargetPort: intstr.FromInt32(APIServerPort), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+}
+
+// KubeadmConfig is kubeadm's configuration for every phase, with @POD_IP@ and
+// @POD_NAME@ filled in by each pod.
+func (in Input) KubeadmConfig() (*corev1.ConfigMap, error) {
+	s := in.HCP.Spec
+	ns := in.ns()
+	svc := ServiceName(in.Cluster)
+	etcdSANs := []string{etcdHost(in.Cluster, ns), EtcdName(in.Cluster) + "." + ns + ".svc", "localhost", "127.0.0.1"}
+	apiSANs := append([]string{svc, svc + "." + ns, svc + "." + ns + ".svc", "localhost", "127.0.0.1", in.ServiceIP}, s.Service.CertSANs...)
+	if s.Service.Host != "" {
+		apiSANs = append(apiSANs, s.Service.Host)
+	}
+	quoted := func(items []string) string {
+		q := make([]string, len(items))
+		for i, v := range items {
+			q[i] = strconv.Quote(v)
+		}
+		return "[" + strings.Join(q, ", ") + "]"
+	}
+	ep := in.Endpoint()
+	cfg := fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+localAPIEndpoint:
+  advertiseAddress: %[1]s
+  bindPort: %[2]d
+nodeRegistration:
+  name: "@POD_NAME@"
+  criSocket: unix:///var/run/containerd/containerd.sock
+  imagePullPolicy: IfNotPresent
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+clusterName: %[3]s
+kubernetesVersion: %[4]s
+controlPlaneEndpoint: %[5]s
+certificatesDir: /pki
+networking:
+  podSubnet: %[6]s
+  serviceSubnet: %[7]s
+  dnsDomain: %[8]s
+apiServer:
+  certSANs: %[9]s
+etcd:
+  local:
+    dataDir: /var/lib/etcd
+    serverCertSANs: %[10]s
+    peerCertSANs: %[10]s
+`, in.ServiceIP, APIServerPort, in.Cluster, s.Version, net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))),
+		s.Network.PodCIDR, s.Network.ServiceCIDR, s.Network.DNSDomain, quoted(apiSANs), quoted(etcdSANs))
+	return &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: in.meta(ConfigMapName(in.Cluster), ""),
+		Data:       map[string]string{"kubeadm.yaml": cfg},
+	}, nil
+}
+
+// Volumes with Cluster API's certificate Secrets (KCP's names, made with its
+// util/secret), copied into kubeadm's layout by prepareScript.
+func secretVolume(name, secretName string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secretName}}}
+}
+
+func emptyDir(name string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+}
+
+func mount(name, path string) corev1.VolumeMount {
+	return corev1.VolumeMount{Name: name, MountPath: path}
+}
+
+// prepareScript lays Cluster API's Secrets out as kubeadm's certificate directory
+// and fills the pod's address and name into kubeadm's configuration.
+const prepareScript = `set -eu
+mkdir -p /pki/etcd
+cp /secrets/ca/tls.crt /pki/ca.crt; cp /secrets/ca/tls.key /pki/ca.key
+[ ! -d /secrets/proxy ] || { cp /secrets/proxy/tls.crt /pki/front-proxy-ca.crt; cp /secrets/proxy/tls.key /pki/front-proxy-ca.key; }
+[ ! -d /secrets/etcd ] || { cp /secrets/etcd/tls.crt /pki/etcd/ca.crt; cp /secrets/etcd/tls.key /pki/etcd/ca.key; }
+[ ! -d /secrets/sa ] || { cp /secrets/sa/tls.crt /pki/sa.pub; cp /secrets/sa/tls.key /pki/sa.key; }
+sed -e "s/@POD_IP@/${POD_IP:-}/g" -e "s/@POD_NAME@/${POD_NAME:-kubeadm}/g" /config/kubeadm.yaml >/tmp/kubeadm.yaml
+`
+
+func podEnv() []corev1.EnvVar {
+	return []corev1.EnvVar{
+		{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+	}
+}
+
+func kubeadmContainer(name, version, script string, mounts ...corev1.VolumeMount) corev1.Container {
+	return corev1.Container{
+		Name:            name,
+		Image:           kubeadmImage(version),
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		Command:         []string{"/bin/sh", "-c", prepareScript + script},
+		Env:             podEnv(),
+		VolumeMounts:    mounts,
+	}
+}
+
+func requests(cpu, memory string) corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory),
+	}}
+}
+
+func args(flags map[string]string) []string {
+	out := make([]string, 0, len(flags))
+	for k, v := range flags {
+		out = append(out, "--"+k+"="+v)
+	}
+	// Stable order, so an unchanged spec renders an unchanged pod template.
+	slices.Sort(out)
+	return out
+}
+
+// Leader election as the VM control planes have it (pkg/cluster): a tenant's
+// components share oversubscribed hosts.
+var leaderElection = map[string]string{
+	"leader-elect":                "true",
+	"leader-elect-lease-duration": "60s",
+	"leader-elect-renew-deadline": "45s",
+	"leader-elect-retry-period":   "5s",
+}
+
+// Deployment runs a pod per API server replica: kube-apiserver with
+// kube-controller-manager and kube-scheduler beside it (leader-elected), as Kamaji
+// does; one pod per replica keeps an idle tenant at three processes.
+func (in Input) Deployment(configHash string) *appsv1.Deployment {
+	s := in.HCP.Spec
+	c := in.Cluster
+	v := s.Version
+	apiserver := map[string]string{
+		"advertise-address":                  in.ServiceIP,
+		"allow-privileged":                   "true",
+		"authorization-mode":                 "Node,RBAC",
+		"client-ca-file":                     "/pki/ca.crt",
+		"enable-admission-plugins":           "NodeRestriction",
+		"enable-bootstrap-token-auth":        "true",
+		"etcd-cafile":                        "/pki/etcd/ca.crt",
+		"etcd-certfile":                      "/pki/apiserver-etcd-client.crt",
+		"etcd-keyfile":                       "/pki/apiserver-etcd-client.key",
+		"etcd-servers":                       "https://" + net.JoinHostPort(etcdHost(c, in.ns()), strconv.Itoa(EtcdPort)),
+		"kubelet-client-certificate":         "/pki/apiserver-kubelet-client.crt",
+		"kubelet-client-key":                 "/pki/apiserver-kubelet-client.key",
+		"kubelet-preferred-address-types":    "InternalIP,ExternalIP,Hostname",
+		"proxy-client-cert-file":             "/pki/front-proxy-client.crt",
+		"proxy-client-key-file":              "/pki/front-proxy-client.key",
+		"requestheader-allowed-names":        "front-proxy-client",
+		"requestheader-client-ca-file":       "/pki/front-proxy-ca.crt",
+		"requestheader-extra-headers-prefix": "X-Remote-Extra-",
+		"requestheader-group-headers":        "X-Remote-Group",
+		"requestheader-username-headers":     "X-Remote-User",
+		"secure-port":                        strconv.Itoa(APIServerPort),
+		"service-account-issuer":             "https://kubernetes.default.svc." + s.Network.DNSDomain,
+		"service-account-key-file":           "/pki/sa.pub",
+		"service-account-signing-key-file":   "/pki/sa.key",
+		"service-cluster-ip-range":           s.Network.ServiceCIDR,
+		"tls-cert-file":                      "/pki/apiserver.crt",
+		"tls-private-key-file":               "/pki/apiserver.key",
+	}
+	controllerManager := map[string]string{
+		"allocate-node-cidrs":              "true",
+		"authentication-kubeconfig":        "/kubeconfig/controller-manager.conf",
+		"authorization-kubeconfig":         "/kubeconfig/controller-manager.conf",
+		"bind-address":                     "127.0.0.1",
+		"client-ca-file":                   "/pki/ca.crt",
+		"cluster-cidr":                     s.Network.PodCIDR,
+		"cluster-name":                     c,
+		"cluster-signing-cert-file":        "/pki/ca.crt",
+		"cluster-signing-key-file":         "/pki/ca.key",
+		"controllers":                      "*,bootstrapsigner,tokencleaner",
+		"kubeconfig":                       "/kubeconfig/controller-manager.conf",
+		"requestheader-client-ca-file":     "/pki/front-proxy-ca.crt",
+		"root-ca-file":                     "/pki/ca.crt",
+		"service-account-private-key-file": "/pki/sa.key",
+		"service-cluster-ip-range":         s.Network.ServiceCIDR,
+		"use-service-account-credentials":  "true",
+	}
+	scheduler := map[string]string{
+		"authentication-kubeconfig": "/kubeconfig/scheduler.conf",
+		"authorization-kubeconfig":  "/kubeconfig/scheduler.conf",
+		"bind-address":              "127.0.0.1",
+		"kubeconfig":                "/kubeconfig/scheduler.conf",
+	}
+	for k, val := range leaderElection {
+		controllerManager[k], scheduler[k] = val, val
+	}
+	pki, kc := mount("pki", "/pki"), mount("kubeconfig", "/kubeconfig")
+	// kubeadm points the components' kubeconfigs at the advertised address (the
+	// Service); they talk to the API server in their own pod instead.
+	certs := `for phase in apiserver apiserver-kubelet-client front-proxy-client apiserver-etcd-client; do
+  kubeadm init phase certs $phase --config /tmp/kubeadm.yaml
+done
+for conf in controller-manager scheduler; do
+  kubeadm init phase kubeconfig $conf --config /tmp/kubeadm.yaml --kubeconfig-dir /kubeconfig
+  sed -i "s#server: .*#server: https://127.0.0.1:` + strconv.Itoa(APIServerPort) + `#" /kubeconfig/$conf.conf
+done
+`
+	// The kubelet probes the pod's address; kube-controller-manager and
+	// kube-scheduler serve on loopback only and restart themselves when they lose
+	// their lease.
+	probe := func(path string) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt(APIServerPort), Scheme: corev1.URISchemeHTTPS}},
+			PeriodSeconds:    10,
+			TimeoutSeconds:   15,
+			FailureThreshold: 8,
+		}
+	}
+	apiResources := s.Resources
+	if len(apiResources.Requests) == 0 && len(apiResources.Limits) == 0 {
+		apiResources = requests("50m", "256Mi")
+	}
+	readiness := probe("/readyz")
+	readiness.FailureThreshold = 3
+	liveness := probe("/livez")
+	liveness.InitialDelaySeconds = 30
+	podLabels := selector(c, ComponentAPIServer)
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: in.meta(DeploymentName(c), ComponentAPIServer),
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(ptr.Deref(s.Replicas, 1)),
+			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
+			// No surge: a new pod starts when an old one has gone, so an upgrade
+			// needs no room for a second control plane. With one replica the API is
+			// down while the new pod starts (as with a VM control plane's kubeadm
+			// upgrade of a single node); three replicas keep serving.
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      podLabels,
+					Annotations: map[string]string{VersionAnnotation: v, "controlplane.knest.dev/config-hash": configHash},
+				},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					InitContainers: []corev1.Container{kubeadmContainer("certs", v, certs,
+						mount("ca", "/secrets/ca"), mount("proxy", "/secrets/proxy"), mount("etcd-ca", "/secrets/etcd"),
+						mount("sa", "/secrets/sa"), mount("config", "/config"), pki, kc)},
+					Containers: []corev1.Container{
+						{
+							Name: "kube-apiserver", Image: componentImage("kube-apiserver", v), ImagePullPolicy: corev1.PullIfNotPresent,
+							Command: append([]string{"kube-apiserver"}, args(apiserver)...), Resources: apiResources,
+							Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: APIServerPort, Protocol: corev1.ProtocolTCP}},
+							ReadinessProbe: readiness, LivenessProbe: liveness, VolumeMounts: []corev1.VolumeMount{pki},
+						},
+						{
+							Name: "kube-controller-manager", Image: componentImage("kube-controller-manager", v), ImagePullPolicy: corev1.PullIfNotPresent,
+							Command: append([]string{"kube-controller-manager"}, args(controllerManager)...), Resources: requests("20m", "64Mi"),
+							VolumeMounts: []corev1.VolumeMount{pki, kc},
+						},
+						{
+							Name: "kube-scheduler", Image: componentImage("kube-scheduler", v), ImagePullPolicy: corev1.PullIfNotPresent,
+							Command: append([]string{"kube-scheduler"}, args(scheduler)...), Resources: requests("10m", "32Mi"),
+							VolumeMounts: []corev1.VolumeMount{kc},
+						},
+					},
+					Volumes: []corev1.Volume{
+						secretVolume("ca", secret.Name(c, secret.ClusterCA)),
+						secretVolume("proxy", secret.Name(c, secret.FrontProxyCA)),
+						secretVolume("etcd-ca", secret.Name(c, secret.EtcdCA)),
+						secretVolume("sa", secret.Name(c, secret.ServiceAccount)),
+						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(c)},
+						}}},
+						emptyDir("pki"), emptyDir("kubeconfig"),
+					},
+				},
+			},
+		},
+	}
+}
+
+// Etcd is a one-member etcd on a volume of the spec's class (an emptyDir where the
+// host has no class). One member: a hosted control plane's API servers scale, its
+// etcd does not yet (docs/reference.md).
+func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
+	s := in.HCP.Spec
+	c := in.Cluster
+	image, err := EtcdImage(s.Version)
+	if err != nil {
+		return nil, nil, err
+	}
+	host := etcdHost(c, in.ns())
+	flags := map[string]string{
+		"name":                        "$(POD_NAME)",
+		"data-dir":                    "/var/lib/etcd",
+		"listen-client-urls":          "https://0.0.0.0:" + strconv.Itoa(EtcdPort),
+		"advertise-client-urls":       "https://" + host + ":" + strconv.Itoa(EtcdPort),
+		"listen-peer-urls":            "https://0.0.0.0:" + strconv.Itoa(EtcdPeerPort),
+		"initial-advertise-peer-urls": "https://" + host + ":" + strconv.Itoa(EtcdPeerPort),
+		"initial-cluster":             "$(POD_NAME)=https://" + host + ":" + strconv.Itoa(EtcdPeerPort),
+		// Health for the kubelet's probes; the policy admits no one else.
+		"listen-metrics-urls":   "http://0.0.0.0:" + strconv.Itoa(etcdMetrics),
+		"client-cert-auth":      "true",
+		"peer-client-cert-auth": "true",
+		"cert-file":             "/pki/etcd/server.crt",
+		"key-file":              "/pki/etcd/server.key",
+		"trusted-ca-file":       "/pki/etcd/ca.crt",
+		"peer-cert-file":        "/pki/etcd/peer.crt",
+		"peer-key-file":         "/pki/etcd/peer.key",
+		"peer-trusted-ca-file":  "/pki/etcd/ca.crt",
+		"snapshot-count":        "10000",
+		// As the VM control planes' etcd (pkg/cluster): oversubscribed hosts.
+		"heartbeat-interval": "500",
+		"election-timeout":   "10000",
+	}
+	pki := mount("pki", "/pki")
+	data := mount("data", "/var/lib/etcd")
+	certs := `for phase in etcd-server etcd-peer; do kubeadm init phase certs $phase --config /tmp/kubeadm.yaml; done
+`
+	labels := selector(c, ComponentEtcd)
+	sts := &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: in.meta(EtcdName(c), ComponentEtcd),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To[int32](1),
+			ServiceName: EtcdName(c),
+			Selector:    &metav1.LabelSelector{MatchLabels: labels},
+			// Delete leaves nothing behind: the volume goes with the StatefulSet.
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{VersionAnnotation: s.Version}},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					InitContainers: []corev1.Container{kubeadmContainer("certs", s.Version, certs,
+						mount("ca", "/secrets/ca"), mount("etcd-ca", "/secrets/etcd"), mount("config", "/config"), pki)},
+					Containers: []corev1.Container{{
+						Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+						Command:      append([]string{"etcd"}, args(flags)...),
+						Env:          podEnv(),
+						Resources:    requests("20m", "64Mi"),
+						Ports:        []corev1.ContainerPort{{Name: "client", ContainerPort: EtcdPort}, {Name: "peer", ContainerPort: EtcdPeerPort}},
+						VolumeMounts: []corev1.VolumeMount{pki, data},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt(etcdMetrics)}},
+							PeriodSeconds: 5, TimeoutSeconds: 15,
+						},
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt(etcdMetrics)}},
+							InitialDelaySeconds: 30, PeriodSeconds: 10, TimeoutSeconds: 15, FailureThreshold: 8,
+						},
+					}},
+					Volumes: []corev1.Volume{
+						secretVolume("ca", secret.Name(c, secret.ClusterCA)),
+						secretVolume("etcd-ca", secret.Name(c, secret.EtcdCA)),
+						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(c)},
+						}}},
+						emptyDir("pki"),
+					},
+				},
+			},
+		},
+	}
+	if in.EtcdStorageClass == nil {
+		sts.Spec.Template.Spec.Volumes = append(sts.Spec.Template.Spec.Volumes, emptyDir("data"))
+	} else {
+		size := resource.MustParse("2Gi")
+		if s.Etcd.Size != nil {
+			size = *s.Etcd.Size
+		}
+		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: map[string]string{clusterv1.ClusterNameLabel: c}},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: in.EtcdStorageClass,
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+			},
+		}}
+	}
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: in.meta(EtcdName(c), ComponentEtcd),
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 labels,
+			PublishNotReadyAddresses: true,
+			Ports: []corev1.ServicePort{
+				{Name: "client", Port: EtcdPort, TargetPort: intstr.FromInt32(EtcdPort), Protocol: corev1.ProtocolTCP},
+				{Name: "peer", Port: EtcdPeerPort, TargetPort: intstr.FromInt32(EtcdPeerPort), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+	return sts, svc, nil
+}
+
+// TenantBootstrapScript runs kubeadm's phases that give the tenant what `kubeadm
+// join` reads and the add-ons a kubeadm control plane installs. Each phase creates
+// or updates, so the Job runs again, unchanged, after an upgrade.
+const TenantBootstrapScript = `kubeadm init phase kubeconfig super-admin --config /tmp/kubeadm.yaml --kubeconfig-dir /tmp
+K=/tmp/super-admin.conf
+kubeadm init phase upload-config kubeadm --config /tmp/kubeadm.yaml --kubeconfig $K
+kubeadm init phase upload-config kubelet --config /tmp/kubeadm.yaml --kubeconfig $K
+kubeadm init phase bootstrap-token --config /tmp/kubeadm.yaml --kubeconfig $K --skip-token-print
+kubeadm init phase addon kube-proxy --config /tmp/kubeadm.yaml --kubeconfig $K
+kubeadm init phase addon coredns --config /tmp/kubeadm.yaml --kubeconfig $K
+`
+
+// Job runs TenantBootstrapScript with the version's kubeadm. hash names the inputs
+// (version, configuration), so a changed input makes a new Job.
+func (in Input) Job(hash string) *batchv1.Job {
+	c := in.Cluster
+	return &batchv1.Job{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: in.meta(jobName(c, hash), ComponentKubeadm),
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To[int32](20),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: selector(c, ComponentKubeadm)},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                corev1.RestartPolicyOnFailure,
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					Containers: []corev1.Container{kubeadmContainer("kubeadm", in.HCP.Spec.Version, TenantBootstrapScript,
+						mount("ca", "/secrets/ca"), mount("config", "/config"))},
+					Volumes: []corev1.Volume{
+						secretVolume("ca", secret.Name(c, secret.ClusterCA)),
+						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(c)},
+						}}},
+					},
+				},
+			},
+		},
+	}
+}
+
+// JobSelector selects the cluster's kubeadm Jobs.
+func JobSelector(cluster string) map[string]string { return selector(cluster, ComponentKubeadm) }
+
+// Policies fence the control-plane pods: only the cluster's own API server pods
+// reach its etcd; the API server's port is open (the endpoint is meant to be
+// reached, as a VM control plane's is: the tenant's VMs, Cluster API's and knest's
+// controllers, users through a NodePort or load balancer), and nothing else of its
+// pods is. The VMs' own policy (pkg/cluster) lets them reach pods of their cluster.
+func (in Input) Policies() []*networkingv1.NetworkPolicy {
+	c := in.Cluster
+	tcp := corev1.ProtocolTCP
+	port := func(p int32) networkingv1.NetworkPolicyPort {
+		return networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(p))}
+	}
+	policy := func(name, component string, ingress []networkingv1.NetworkPolicyIngressRule) *networkingv1.NetworkPolicy {
+		return &networkingv1.NetworkPolicy{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+			ObjectMeta: in.meta(name, ""),
+			Spec: networkingv1.NetworkPolicySpec{
+				PodSelector: metav1.LabelSelector{MatchLabels: selector(c, component)},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				Ingress:     ingress,
+			},
+		}
+	}
+	return []*networkingv1.NetworkPolicy{
+		policy(EtcdPolicyName(c), ComponentEtcd, []networkingv1.NetworkPolicyIngressRule{{
+			From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selector(c, ComponentAPIServer)}}},
+			Ports: []networkingv1.NetworkPolicyPort{port(EtcdPort)},
+		}}),
+		policy(APIPolicyName(c), ComponentAPIServer, []networkingv1.NetworkPolicyIngressRule{{
+			Ports: []networkingv1.NetworkPolicyPort{port(APIServerPort)},
+		}}),
+	}
+}
