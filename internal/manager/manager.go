@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,7 +33,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/controller/hostedcontrolplane"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
@@ -42,6 +46,7 @@ func NewScheme() (*runtime.Scheme, error) {
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme,
 		knestv1.AddToScheme,
+		hcpv1.AddToScheme,
 		clusterv1.AddToScheme,
 		bootstrapv1.AddToScheme,
 		controlplanev1.AddToScheme,
@@ -86,6 +91,11 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	clusterLabel, err := labels.NewRequirement(clusterv1.ClusterNameLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	ofCluster := labels.NewSelector().Add(*clusterLabel)
 	if opts.MetricsAddr == "" {
 		opts.MetricsAddr = "0"
 	}
@@ -103,8 +113,15 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// A replica that stops hands over at once instead of after the lease expires.
 		// Safe: the manager returns only once every reconcile has finished.
 		LeaderElectionReleaseOnCancel: true,
+		// So are Secrets, Services and workloads: only those of a Cluster API
+		// cluster (a hosted control plane's; Cluster API labels its Secrets alike).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Label: labels.NewSelector().Add(*ownedByKnest)},
+			&corev1.ConfigMap{}:   {Label: labels.NewSelector().Add(*ownedByKnest)},
+			&corev1.Secret{}:      {Label: ofCluster},
+			&corev1.Service{}:     {Label: ofCluster},
+			&appsv1.Deployment{}:  {Label: ofCluster},
+			&appsv1.StatefulSet{}: {Label: ofCluster},
+			&batchv1.Job{}:        {Label: ofCluster},
 		}},
 	})
 	if err != nil {
@@ -123,6 +140,12 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		SkipNameValidation: ptr.To(true),
 	}); err != nil {
 		return nil, fmt.Errorf("failed to set up the NestedCluster controller: %w", err)
+	}
+	if err := (&hostedcontrolplane.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, controller.Options{
+		MaxConcurrentReconciles: max(opts.Concurrency, 1),
+		SkipNameValidation:      ptr.To(true),
+	}); err != nil {
+		return nil, fmt.Errorf("failed to set up the HostedControlPlane controller: %w", err)
 	}
 	if opts.HealthAddr != "" && opts.HealthAddr != "0" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -22,6 +22,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/vmtemplate"
 )
@@ -35,6 +36,10 @@ const (
 	// controller cannot reach VM IPs.
 	BootstrapCheckNone = "none"
 )
+
+// ManagedBy is the value of Cluster API's managed-by annotation on the
+// KubevirtCluster of a hosted control plane.
+const ManagedBy = "knest"
 
 // NoKernelBoot as Options.NodeKernelRepository: the default node images boot from
 // their own bootloader.
@@ -84,7 +89,10 @@ type Graph struct {
 	ControlPlaneTemplate    *capkv1.KubevirtMachineTemplate
 	ControlPlane            *controlplanev1.KubeadmControlPlane
 	ControlPlaneHealthCheck *clusterv1.MachineHealthCheck
-	Pools                   []Pool
+	// HostedControlPlane replaces the four above when spec.controlPlane.mode is
+	// Hosted.
+	HostedControlPlane *hcpv1.HostedControlPlane
+	Pools              []Pool
 	// CNI is nil when spec.network.cni is none.
 	CNI          *addonsv1.ClusterResourceSet
 	CNIConfigMap *corev1.ConfigMap
@@ -105,7 +113,12 @@ type Pool struct {
 // creates them (the network policy before any VM, templates before what references
 // them).
 func (g *Graph) Objects() []client.Object {
-	objs := []client.Object{g.Isolation, g.Cluster, g.KubevirtCluster, g.ControlPlaneTemplate, g.ControlPlane, g.ControlPlaneHealthCheck}
+	objs := []client.Object{g.Isolation, g.Cluster, g.KubevirtCluster}
+	if g.HostedControlPlane != nil {
+		objs = append(objs, g.HostedControlPlane)
+	} else {
+		objs = append(objs, g.ControlPlaneTemplate, g.ControlPlane, g.ControlPlaneHealthCheck)
+	}
 	for _, p := range g.Pools {
 		objs = append(objs, p.MachineTemplate, p.BootstrapTemplate, p.MachineDeployment, p.HealthCheck)
 	}
@@ -126,15 +139,19 @@ func Render(nc *knestv1.NestedCluster, opts Options) (*Graph, error) {
 		KubevirtCluster: r.kubevirtCluster(),
 	}
 	var err error
-	if g.ControlPlaneTemplate, err = r.machineTemplate(knestv1.ControlPlanePool, ControlPlaneName(r.name), nc.Spec.Version, nc.Spec.ControlPlane.MachineSpec, nil, nil); err != nil {
-		return nil, fmt.Errorf("failed to render control-plane machine template: %w", err)
+	if nc.Spec.ControlPlane.IsHosted() {
+		g.HostedControlPlane = r.hostedControlPlane()
+	} else {
+		if g.ControlPlaneTemplate, err = r.machineTemplate(knestv1.ControlPlanePool, ControlPlaneName(r.name), nc.Spec.Version, nc.Spec.ControlPlane.MachineSpec, nil, nil); err != nil {
+			return nil, fmt.Errorf("failed to render control-plane machine template: %w", err)
+		}
+		g.ControlPlane = r.controlPlane(g.ControlPlaneTemplate.Name)
+		g.ControlPlaneHealthCheck = r.healthCheck(ControlPlaneName(r.name), knestv1.ControlPlanePool, nc.Spec.ControlPlane.Replicas,
+			metav1.LabelSelector{MatchLabels: map[string]string{
+				clusterv1.ClusterNameLabel:         r.name,
+				clusterv1.MachineControlPlaneLabel: "",
+			}})
 	}
-	g.ControlPlane = r.controlPlane(g.ControlPlaneTemplate.Name)
-	g.ControlPlaneHealthCheck = r.healthCheck(ControlPlaneName(r.name), knestv1.ControlPlanePool, nc.Spec.ControlPlane.Replicas,
-		metav1.LabelSelector{MatchLabels: map[string]string{
-			clusterv1.ClusterNameLabel:         r.name,
-			clusterv1.MachineControlPlaneLabel: "",
-		}})
 	for _, pool := range nc.Spec.Workers {
 		p, err := r.pool(pool)
 		if err != nil {
@@ -182,11 +199,7 @@ func (r renderer) cluster() *clusterv1.Cluster {
 				Services:      clusterv1.NetworkRanges{CIDRBlocks: []string{s.Network.ServiceCIDR}},
 				ServiceDomain: s.Network.DNSDomain,
 			},
-			ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: controlplanev1.GroupVersion.Group,
-				Kind:     "KubeadmControlPlane",
-				Name:     ControlPlaneName(r.name),
-			},
+			ControlPlaneRef: r.controlPlaneRef(),
 			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
 				APIGroup: capkv1.GroupVersion.Group,
 				Kind:     "KubevirtCluster",
@@ -200,6 +213,13 @@ func (r renderer) cluster() *clusterv1.Cluster {
 	return c
 }
 
+func (r renderer) controlPlaneRef() clusterv1.ContractVersionedObjectReference {
+	if r.nc.Spec.ControlPlane.IsHosted() {
+		return clusterv1.ContractVersionedObjectReference{APIGroup: hcpv1.GroupVersion.Group, Kind: "HostedControlPlane", Name: ControlPlaneName(r.name)}
+	}
+	return clusterv1.ContractVersionedObjectReference{APIGroup: controlplanev1.GroupVersion.Group, Kind: "KubeadmControlPlane", Name: ControlPlaneName(r.name)}
+}
+
 func (r renderer) kubevirtCluster() *capkv1.KubevirtCluster {
 	api := r.nc.Spec.APIServer
 	kc := &capkv1.KubevirtCluster{
@@ -210,6 +230,13 @@ func (r renderer) kubevirtCluster() *capkv1.KubevirtCluster {
 				Spec: capkv1.ServiceSpecTemplate{Type: corev1.ServiceType(api.ServiceType)},
 			},
 		},
+	}
+	if r.nc.Spec.ControlPlane.IsHosted() {
+		// The HostedControlPlane serves the endpoint; CAPK then makes no Service and
+		// no SSH keys (workers use BootstrapCheckNone), and knest marks the
+		// KubevirtCluster ready, as Kamaji's provider does.
+		kc.Annotations = map[string]string{clusterv1.ManagedByAnnotation: ManagedBy}
+		return kc
 	}
 	// A fixed host wins over what CAPK derives from its Service (CAPK's rule).
 	if api.Host != "" {
@@ -230,7 +257,7 @@ func (r renderer) machineTemplate(pool, base, version string, m knestv1.MachineS
 
 			CPUAllocationRatio: r.opts.CPUAllocationRatio,
 		}),
-		BootstrapCheckSpec: capkv1.VirtualMachineBootstrapCheckSpec{CheckStrategy: r.opts.BootstrapCheck},
+		BootstrapCheckSpec: capkv1.VirtualMachineBootstrapCheckSpec{CheckStrategy: r.bootstrapCheck()},
 	}}}
 	name, err := hashedName(base, spec)
 	if err != nil {
@@ -241,6 +268,35 @@ func (r renderer) machineTemplate(pool, base, version string, m knestv1.MachineS
 		ObjectMeta: r.meta(name, pool),
 		Spec:       spec,
 	}, nil
+}
+
+// bootstrapCheck is the controller's strategy, except for the workers of a hosted
+// control plane: CAPK makes no SSH keys for an externally managed KubevirtCluster.
+func (r renderer) bootstrapCheck() string {
+	if r.nc.Spec.ControlPlane.IsHosted() {
+		return BootstrapCheckNone
+	}
+	return r.opts.BootstrapCheck
+}
+
+// hostedControlPlane is the control plane as pods on the host (pkg/hosted).
+func (r renderer) hostedControlPlane() *hcpv1.HostedControlPlane {
+	s := r.nc.Spec
+	hcp := &hcpv1.HostedControlPlane{
+		TypeMeta:   typeMeta(hcpv1.GroupVersion.WithKind("HostedControlPlane")),
+		ObjectMeta: r.meta(ControlPlaneName(r.name), knestv1.ControlPlanePool),
+		Spec: hcpv1.HostedControlPlaneSpec{
+			Version:  s.Version,
+			Replicas: ptr(s.ControlPlane.Replicas),
+			Service:  hcpv1.ServiceSpec{Type: corev1.ServiceType(s.APIServer.ServiceType), Host: s.APIServer.Host, CertSANs: slices.Clone(s.APIServer.CertSANs)},
+			Network:  hcpv1.NetworkSpec{PodCIDR: s.Network.PodCIDR, ServiceCIDR: s.Network.ServiceCIDR, DNSDomain: s.Network.DNSDomain},
+		},
+	}
+	if h := s.ControlPlane.Hosted; h != nil {
+		hcp.Spec.Resources = *h.Resources.DeepCopy()
+		hcp.Spec.Etcd.StorageClassName = h.EtcdStorageClassName
+	}
+	return hcp
 }
 
 // withKernelBoot gives a machine on the default node image the kernel-boot image

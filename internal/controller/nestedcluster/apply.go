@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
@@ -98,7 +99,7 @@ func ownedBy(obj client.Object, nc *knestv1.NestedCluster) bool {
 // that an earlier knest set.
 func ControlledByCluster(obj client.Object) bool {
 	switch obj.(type) {
-	case *capkv1.KubevirtCluster, *controlplanev1.KubeadmControlPlane:
+	case *capkv1.KubevirtCluster, *controlplanev1.KubeadmControlPlane, *hcpv1.HostedControlPlane:
 		return true
 	}
 	return false

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
@@ -35,6 +36,8 @@ import (
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters;machinedeployments;machinehealthchecks,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machinesets,verbs=get;list
 // +kubebuilder:rbac:groups=controlplane.cluster.x-k8s.io,resources=kubeadmcontrolplanes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=controlplane.knest.dev,resources=hostedcontrolplanes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigtemplates,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs,verbs=get;list
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtclusters;kubevirtmachinetemplates,verbs=get;list;watch;create;update;patch;delete
@@ -73,6 +76,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 		Owns(&capkv1.KubevirtCluster{}, builder.MatchEveryOwner).
 		Owns(&capkv1.KubevirtMachineTemplate{}).
 		Owns(&controlplanev1.KubeadmControlPlane{}, builder.MatchEveryOwner).
+		Owns(&hcpv1.HostedControlPlane{}, builder.MatchEveryOwner).
 		Owns(&bootstrapv1.KubeadmConfigTemplate{}).
 		Owns(&clusterv1.MachineDeployment{}).
 		Owns(&clusterv1.MachineHealthCheck{}).
@@ -90,7 +94,7 @@ type scope struct {
 	graph *cluster.Graph
 	// observed Cluster API objects; nil when absent.
 	cluster      *clusterv1.Cluster
-	controlPlane *controlplanev1.KubeadmControlPlane
+	controlPlane *controlPlaneState
 	pools        map[string]*clusterv1.MachineDeployment
 	// applyErr is the first failure to bring the graph in line with the spec.
 	applyErr error

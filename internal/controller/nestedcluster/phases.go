@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
@@ -62,6 +63,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 			log.V(1).Info("Applied", "kind", obj.GetObjectKind().GroupVersionKind().Kind, "name", obj.GetName())
 		}
 	}
+	if s.nc.Spec.ControlPlane.IsHosted() && !s.nc.Spec.Paused {
+		if err := r.markInfrastructureReady(ctx, graph.KubevirtCluster); err != nil {
+			s.applyErr = err
+			return err
+		}
+	}
 	if !s.nc.Spec.Paused {
 		if err := r.prune(ctx, s); err != nil {
 			s.applyErr = err
@@ -71,22 +78,40 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	return r.observe(ctx, s)
 }
 
+// markInfrastructureReady says, for CAPK, that the externally managed
+// KubevirtCluster of a hosted control plane is ready: there is nothing more to
+// provision on the host for it (the endpoint is the HostedControlPlane's).
+func (r *Reconciler) markInfrastructureReady(ctx context.Context, desired *capkv1.KubevirtCluster) error {
+	kc := &capkv1.KubevirtCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(desired), kc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if kc.Status.Ready {
+		return nil
+	}
+	base := kc.DeepCopy()
+	kc.Status.Ready = true
+	if err := r.Client.Status().Patch(ctx, kc, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("failed to mark KubevirtCluster %s ready: %w", kc.Name, err)
+	}
+	return nil
+}
+
 // heldVersion returns the version Cluster API is still rolling machines to when the
 // spec asks for another: the new version waits until that rollout has finished, so
 // upgrades never stack (a control plane two versions ahead of nodes still moving).
 // It returns "" when nothing is held: same version, nothing rolling, or a control
 // plane that has not reported a version yet (not initialized; nothing to roll).
 func (r *Reconciler) heldVersion(ctx context.Context, nc *knestv1.NestedCluster) (string, error) {
-	kcp := &controlplanev1.KubeadmControlPlane{}
-	if err := r.get(ctx, nc.Namespace, cluster.ControlPlaneName(nc.Name), kcp); err != nil {
+	cp, err := r.observeControlPlane(ctx, nc)
+	if err != nil {
 		return "", err
 	}
-	rolling := kcp.Spec.Version
-	if rolling == "" || rolling == nc.Spec.Version || kcp.Status.Version == "" {
+	rolling := cp.version
+	if rolling == "" || rolling == nc.Spec.Version || cp.statusVersion == "" {
 		return "", nil
 	}
-	if kcp.Status.ObservedGeneration < kcp.Generation || kcp.Status.Version != rolling ||
-		ptr.Deref(kcp.Status.UpToDateReplicas, 0) < ptr.Deref(kcp.Status.Replicas, 0) {
+	if cp.observedGeneration < cp.generation || cp.statusVersion != rolling || cp.upToDate < cp.current {
 		return rolling, nil
 	}
 	for _, p := range nc.Spec.Workers {
@@ -109,8 +134,8 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 	if err := r.get(ctx, ns, s.graph.Cluster.Name, s.cluster); err != nil {
 		return err
 	}
-	s.controlPlane = &controlplanev1.KubeadmControlPlane{}
-	if err := r.get(ctx, ns, s.graph.ControlPlane.Name, s.controlPlane); err != nil {
+	var err error
+	if s.controlPlane, err = r.observeControlPlane(ctx, s.nc); err != nil {
 		return err
 	}
 	s.pools = map[string]*clusterv1.MachineDeployment{}
@@ -122,6 +147,23 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 		s.pools[p.Name] = md
 	}
 	return nil
+}
+
+// observeControlPlane reads the cluster's control plane of the spec's mode.
+func (r *Reconciler) observeControlPlane(ctx context.Context, nc *knestv1.NestedCluster) (*controlPlaneState, error) {
+	name := cluster.ControlPlaneName(nc.Name)
+	if nc.Spec.ControlPlane.IsHosted() {
+		hcp := &hcpv1.HostedControlPlane{}
+		if err := r.get(ctx, nc.Namespace, name, hcp); err != nil {
+			return nil, err
+		}
+		return hcpState(hcp), nil
+	}
+	kcp := &controlplanev1.KubeadmControlPlane{}
+	if err := r.get(ctx, nc.Namespace, name, kcp); err != nil {
+		return nil, err
+	}
+	return kcpState(kcp), nil
 }
 
 // get reads from the cache; an object the cache has not seen yet reads as empty.

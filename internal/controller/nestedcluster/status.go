@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
@@ -31,15 +30,15 @@ var ownedConditions = []string{
 // summarize computes the NestedCluster's status from what one reconcile observed.
 func summarize(nc *knestv1.NestedCluster, s *scope) {
 	st := &nc.Status
-	kcp := s.controlPlane
-	initialized := kcp != nil && ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false)
+	cp := s.controlPlane
+	initialized := cp != nil && cp.initialized
 
 	st.ControlPlane = knestv1.ReplicaStatus{Desired: nc.Spec.ControlPlane.Replicas}
-	if kcp != nil {
-		st.ControlPlane.Ready = ptr.Deref(kcp.Status.ReadyReplicas, 0)
-		st.ControlPlane.Current = ptr.Deref(kcp.Status.Replicas, 0)
-		st.ControlPlane.UpToDate = ptr.Deref(kcp.Status.UpToDateReplicas, 0)
-		st.Version = kcp.Status.Version
+	if cp != nil {
+		st.ControlPlane.Ready = cp.ready
+		st.ControlPlane.Current = cp.current
+		st.ControlPlane.UpToDate = cp.upToDate
+		st.Version = cp.statusVersion
 	}
 	st.Workers = nil
 	var workers knestv1.ReplicaStatus
@@ -109,30 +108,30 @@ func setInfrastructureReadyCondition(nc *knestv1.NestedCluster, c *clusterv1.Clu
 }
 
 func setControlPlaneReadyCondition(nc *knestv1.NestedCluster, s *scope) {
-	kcp := s.controlPlane
+	got := s.controlPlane
 	cp := nc.Status.ControlPlane
 	cond := metav1.Condition{Type: knestv1.ControlPlaneReadyCondition, Status: metav1.ConditionTrue, Reason: knestv1.ReadyReason}
-	var want *controlplanev1.KubeadmControlPlane
-	if s.graph != nil {
-		want = s.graph.ControlPlane
-	}
+	want := desiredControlPlane(s.graph)
 	switch {
 	case !nc.DeletionTimestamp.IsZero():
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.DeletingReason
 		cond.Message = "The control plane is deleted with the cluster"
-	case kcp == nil || !ptr.Deref(kcp.Status.Initialization.ControlPlaneInitialized, false):
+	case got == nil || !got.initialized:
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.WaitingForControlPlaneReason
 		cond.Message = fmt.Sprintf("Waiting for the first control-plane node to run kubeadm init (%d/%d ready)", cp.Ready, cp.Desired)
-	case kcp.Status.ObservedGeneration < kcp.Generation || want != nil && (ptr.Deref(kcp.Spec.Replicas, 0) != ptr.Deref(want.Spec.Replicas, 0) ||
-		kcp.Spec.Version != want.Spec.Version || kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name != want.Spec.MachineTemplate.Spec.InfrastructureRef.Name):
+		if nc.Spec.ControlPlane.IsHosted() {
+			cond.Message = fmt.Sprintf("Waiting for the hosted API server and kubeadm's phases in the tenant (%d/%d ready)", cp.Ready, cp.Desired)
+		}
+	case got.observedGeneration < got.generation || want != nil && (got.replicas != want.replicas ||
+		got.version != want.version || got.template != want.template):
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.ChangePendingReason
 		cond.Message = "Cluster API has not yet observed the latest control-plane change"
-	case kcp.Status.Version != "" && kcp.Status.Version != nc.Spec.Version:
+	case got.statusVersion != "" && got.statusVersion != nc.Spec.Version:
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.RollingOutReason
-		cond.Message = fmt.Sprintf("Upgrading the control plane from %s to %s", kcp.Status.Version, nc.Spec.Version)
-	case ptr.Deref(kcp.Status.UpToDateReplicas, 0) < cp.Current:
+		cond.Message = fmt.Sprintf("Upgrading the control plane from %s to %s", got.statusVersion, nc.Spec.Version)
+	case got.upToDate < cp.Current:
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.RollingOutReason
-		cond.Message = fmt.Sprintf("Rolling out the control plane: %d of %d nodes up to date", ptr.Deref(kcp.Status.UpToDateReplicas, 0), cp.Current)
+		cond.Message = fmt.Sprintf("Rolling out the control plane: %d of %d nodes up to date", got.upToDate, cp.Current)
 	case cp.Current > cp.Desired:
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.ScalingDownReason
 		cond.Message = fmt.Sprintf("Removing control-plane nodes: %d exist, %d desired", cp.Current, cp.Desired)

@@ -83,87 +83,87 @@ func TestSummarize(t *testing.T) {
 		},
 		{
 			name:      "infrastructure ready, control plane not initialized",
-			scope:     scope{cluster: infra, controlPlane: kcp(false, 0, 1, "")},
+			scope:     scope{cluster: infra, controlPlane: kcpState(kcp(false, 0, 1, ""))},
 			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: knestv1.WaitingForControlPlaneReason,
 			wantCP: "0/1", wantWorkers: "0/2", wantEndpoint: "https://10.96.0.10:6443",
 		},
 		{
 			name:      "initialized, workers joining",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(2, 1, 2))},
+			scope:     scope{cluster: infra, controlPlane: kcpState(kcp(true, 1, 1, knestv1.DefaultVersion)), pools: pools(md(2, 1, 2))},
 			previous:  knestv1.PhaseProvisioning,
 			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: knestv1.NodesNotReadyReason,
 			wantCP: "1/1", wantWorkers: "1/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "all ready",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(2, 2, 2))},
+			scope:     scope{cluster: infra, controlPlane: kcpState(kcp(true, 1, 1, knestv1.DefaultVersion)), pools: pools(md(2, 2, 2))},
 			previous:  knestv1.PhaseProvisioning,
 			wantPhase: knestv1.PhaseRunning, wantReady: metav1.ConditionTrue, wantReason: knestv1.ReadyReason,
 			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "was running, a pool grows",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(2, 1, 2))},
+			scope:     scope{cluster: infra, controlPlane: kcpState(kcp(true, 1, 1, knestv1.DefaultVersion)), pools: pools(md(2, 1, 2))},
 			previous:  knestv1.PhaseRunning,
 			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.NodesNotReadyReason,
 			wantCP: "1/1", wantWorkers: "1/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "control plane on an older version",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, "v1.33.1"), pools: pools(md(2, 2, 2))},
+			scope:     scope{cluster: infra, controlPlane: kcpState(kcp(true, 1, 1, "v1.33.1")), pools: pools(md(2, 2, 2))},
 			previous:  knestv1.PhaseRunning,
 			wantPhase: knestv1.PhaseUpgrading, wantReady: metav1.ConditionFalse, wantReason: knestv1.RollingOutReason,
 			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "pool rolling to a new template",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(2, 1, 1))},
+			scope:     scope{cluster: infra, controlPlane: kcpState(kcp(true, 1, 1, knestv1.DefaultVersion)), pools: pools(md(2, 1, 1))},
 			previous:  knestv1.PhaseRunning,
 			wantPhase: knestv1.PhaseUpgrading, wantReady: metav1.ConditionFalse, wantReason: knestv1.RollingOutReason,
 			wantCP: "1/1", wantWorkers: "1/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "pool surging mid-rollout, all ready",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(3, 3, 1))},
+			scope:     scope{cluster: infra, controlPlane: kcpState(kcp(true, 1, 1, knestv1.DefaultVersion)), pools: pools(md(3, 3, 1))},
 			previous:  knestv1.PhaseRunning,
 			wantPhase: knestv1.PhaseUpgrading, wantReady: metav1.ConditionFalse, wantReason: knestv1.RollingOutReason,
 			wantCP: "1/1", wantWorkers: "3/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "pool scaling down, more ready than desired",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(3, 3, 3))},
+			scope:     scope{cluster: infra, controlPlane: kcpState(kcp(true, 1, 1, knestv1.DefaultVersion)), pools: pools(md(3, 3, 3))},
 			previous:  knestv1.PhaseRunning,
 			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.ScalingDownReason,
 			wantCP: "1/1", wantWorkers: "3/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "pool at a generation Cluster API has not observed",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(unobserved(md(2, 2, 2)))},
+			scope:     scope{cluster: infra, controlPlane: kcpState(kcp(true, 1, 1, knestv1.DefaultVersion)), pools: pools(unobserved(md(2, 2, 2)))},
 			previous:  knestv1.PhaseRunning,
 			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.ChangePendingReason,
 			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "cached pool behind what knest just applied",
-			scope:     scope{graph: rendered(3), cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(2, 2, 2))},
+			scope:     scope{graph: rendered(3), cluster: infra, controlPlane: kcpState(kcp(true, 1, 1, knestv1.DefaultVersion)), pools: pools(md(2, 2, 2))},
 			previous:  knestv1.PhaseRunning,
 			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.ChangePendingReason,
 			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name:      "control plane scaling down",
-			scope:     scope{cluster: infra, controlPlane: kcp(true, 3, 3, knestv1.DefaultVersion), pools: pools(md(2, 2, 2))},
+			scope:     scope{cluster: infra, controlPlane: kcpState(kcp(true, 3, 3, knestv1.DefaultVersion)), pools: pools(md(2, 2, 2))},
 			previous:  knestv1.PhaseRunning,
 			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.ScalingDownReason,
 			wantCP: "3/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
 			name: "control plane at a generation Cluster API has not observed",
-			scope: scope{cluster: infra, controlPlane: func() *controlplanev1.KubeadmControlPlane {
+			scope: scope{cluster: infra, controlPlane: kcpState(func() *controlplanev1.KubeadmControlPlane {
 				k := kcp(true, 1, 1, knestv1.DefaultVersion)
 				k.Generation++
 				return k
-			}(), pools: pools(md(2, 2, 2))},
+			}()), pools: pools(md(2, 2, 2))},
 			previous:  knestv1.PhaseRunning,
 			wantPhase: knestv1.PhaseScaling, wantReady: metav1.ConditionFalse, wantReason: knestv1.ChangePendingReason,
 			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
@@ -181,7 +181,7 @@ func TestSummarize(t *testing.T) {
 			wantCP: "0/1", wantWorkers: "0/2",
 		},
 		{
-			name: "paused", paused: true, scope: scope{cluster: infra, controlPlane: kcp(true, 1, 1, knestv1.DefaultVersion)},
+			name: "paused", paused: true, scope: scope{cluster: infra, controlPlane: kcpState(kcp(true, 1, 1, knestv1.DefaultVersion))},
 			wantPhase: knestv1.PhasePaused, wantReady: metav1.ConditionFalse, wantReason: knestv1.PausedReason,
 			wantCP: "1/1", wantWorkers: "0/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
@@ -237,7 +237,7 @@ func TestSummarizeWhileDeletingSaysWhatItWaitsFor(t *testing.T) {
 		Reason: clusterv1.ClusterDeletingWaitingForWorkersDeletionReason, Message: "* MachineDeployments: demo-workers"}}
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	kcp.Status.Replicas = ptr.To(int32(1))
-	summarize(nc, &scope{cluster: c, controlPlane: kcp})
+	summarize(nc, &scope{cluster: c, controlPlane: kcpState(kcp)})
 
 	g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).To(Equal("The cluster is being deleted; Cluster API: * MachineDeployments: demo-workers"))
 	cp := conditions.Get(nc, knestv1.ControlPlaneReadyCondition)

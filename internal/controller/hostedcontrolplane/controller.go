@@ -1,0 +1,332 @@
+// Package hostedcontrolplane is knest's Cluster API control-plane provider for
+// hosted control planes: it keeps a HostedControlPlane's host objects (pkg/hosted)
+// in line with its spec, makes the cluster's certificates and kubeconfig Secret the
+// way KubeadmControlPlane does (Cluster API's util/secret and util/kubeconfig), and
+// reports the contract's status fields, so that Cluster API, CABPK and CAPK bring
+// up the worker VMs unchanged.
+package hostedcontrolplane
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/kubeconfig"
+	"sigs.k8s.io/cluster-api/util/patch"
+	"sigs.k8s.io/cluster-api/util/paused"
+	"sigs.k8s.io/cluster-api/util/secret"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/hosted"
+)
+
+// +kubebuilder:rbac:groups=controlplane.knest.dev,resources=hostedcontrolplanes,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=controlplane.knest.dev,resources=hostedcontrolplanes/status;hostedcontrolplanes/finalizers,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=clusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+
+// fieldOwner is the server-side apply field manager of the host objects.
+const fieldOwner = "knest-hosted-control-plane"
+
+// Reconciler reconciles HostedControlPlanes.
+type Reconciler struct {
+	Client client.Client
+}
+
+// SetupWithManager registers the controller; every host object it makes is owned
+// by the HostedControlPlane, so their changes (a pod ready, a Job done) come back.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&hcpv1.HostedControlPlane{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&batchv1.Job{}).
+		Owns(&corev1.Service{}).
+		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToControlPlane)).
+		WithOptions(options).
+		Complete(r)
+}
+
+// clusterToControlPlane maps a Cluster to its HostedControlPlane (pause, owner
+// references set).
+func clusterToControlPlane(_ context.Context, o client.Object) []ctrl.Request {
+	c, ok := o.(*clusterv1.Cluster)
+	if !ok || c.Spec.ControlPlaneRef.Kind != "HostedControlPlane" || c.Spec.ControlPlaneRef.APIGroup != hcpv1.GroupVersion.Group {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.ControlPlaneRef.Name}}}
+}
+
+// Reconcile brings one HostedControlPlane's host objects in line with its spec and
+// reports what they do.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	hcp := &hcpv1.HostedControlPlane{}
+	if err := r.Client.Get(ctx, req.NamespacedName, hcp); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// Deletion needs nothing of the controller: everything it made is owned by the
+	// HostedControlPlane and goes with it (etcd's volume with its StatefulSet).
+	if !hcp.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	c, err := util.GetOwnerCluster(ctx, r.Client, hcp.ObjectMeta)
+	if err != nil || c == nil {
+		// Cluster API sets the owner reference; it brings the object back.
+		return ctrl.Result{}, err
+	}
+	if isPaused, requeue, err := paused.EnsurePausedCondition(ctx, r.Client, c, hcp); err != nil || isPaused || requeue {
+		return ctrl.Result{}, err
+	}
+
+	helper, err := patch.NewHelper(hcp, r.Client)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	defer func() {
+		hcp.Status.ObservedGeneration = hcp.Generation
+		if err := helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: []string{hcpv1.AvailableCondition}}); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, fmt.Errorf("failed to patch HostedControlPlane: %w", err)})
+		}
+	}()
+	requeue, err := r.reconcileNormal(ctx, hcp, c)
+	if err != nil {
+		conditions.Set(hcp, metav1.Condition{Type: hcpv1.AvailableCondition, Status: metav1.ConditionFalse,
+			Reason: "ReconcileFailed", Message: err.Error()})
+		return ctrl.Result{}, err
+	}
+	if requeue {
+		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedControlPlane, c *clusterv1.Cluster) (requeue bool, err error) {
+	owner := *metav1.NewControllerRef(hcp, hcpv1.GroupVersion.WithKind("HostedControlPlane"))
+	clusterKey := util.ObjectKey(c)
+
+	// The cluster's CAs and service-account key, as KubeadmControlPlane makes them.
+	certs := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
+	if err := certs.LookupOrGenerate(ctx, r.Client, clusterKey, owner); err != nil {
+		return false, fmt.Errorf("failed to look up or generate the cluster certificates: %w", err)
+	}
+
+	svc := hosted.Service(hcp, c.Name)
+	if err := r.apply(ctx, hcp, svc); err != nil {
+		return false, err
+	}
+	if svc.Spec.ClusterIP == "" {
+		return true, nil
+	}
+	in := hosted.Input{HCP: hcp, Cluster: c.Name, ServiceIP: svc.Spec.ClusterIP}
+	hcp.Spec.ControlPlaneEndpoint = in.Endpoint()
+	if err := r.reconcileKubeconfig(ctx, clusterKey, in.Endpoint(), owner); err != nil {
+		return false, err
+	}
+
+	cm, err := in.KubeadmConfig()
+	if err != nil {
+		return false, err
+	}
+	if err := r.apply(ctx, hcp, cm); err != nil {
+		return false, err
+	}
+	configHash, err := cluster.ContentHash([]string{hcp.Spec.Version, cm.Data["kubeadm.yaml"]})
+	if err != nil {
+		return false, err
+	}
+
+	if in.EtcdStorageClass, err = r.etcdStorageClass(ctx, hcp, c.Name); err != nil {
+		return false, err
+	}
+	sts, etcdSvc, err := in.Etcd()
+	if err != nil {
+		return false, err
+	}
+	for _, p := range in.Policies() {
+		if err := r.apply(ctx, hcp, p); err != nil {
+			return false, err
+		}
+	}
+	for _, obj := range []client.Object{etcdSvc, sts} {
+		if err := r.apply(ctx, hcp, obj); err != nil {
+			return false, err
+		}
+	}
+	deploy := in.Deployment(configHash[:16])
+	if err := r.apply(ctx, hcp, deploy); err != nil {
+		return false, err
+	}
+	r.setReplicas(hcp, deploy)
+
+	switch {
+	case sts.Status.ReadyReplicas < 1 && !initialized(hcp):
+		setAvailable(hcp, metav1.ConditionFalse, hcpv1.WaitingForEtcdReason, "Waiting for etcd")
+		return false, nil
+	case hcp.Status.Version != hcp.Spec.Version:
+		setAvailable(hcp, metav1.ConditionFalse, hcpv1.WaitingForAPIServerReason,
+			fmt.Sprintf("Waiting for an API server at %s (%d of %d available, %d up to date)", hcp.Spec.Version,
+				ptr.Deref(hcp.Status.AvailableReplicas, 0), ptr.Deref(hcp.Spec.Replicas, 1), ptr.Deref(hcp.Status.UpToDateReplicas, 0)))
+		return false, nil
+	}
+
+	// The tenant side, with the version's kubeadm; again after every change of
+	// version or configuration (kube-proxy, CoreDNS, kubelet-config move with it).
+	job := in.Job(configHash)
+	if err := r.apply(ctx, hcp, job); err != nil {
+		return false, err
+	}
+	if !jobSucceeded(job) {
+		setAvailable(hcp, metav1.ConditionFalse, hcpv1.WaitingForTenantReason,
+			fmt.Sprintf("Waiting for kubeadm's phases in the tenant (Job %s)", job.Name))
+		return false, nil
+	}
+	if err := r.pruneJobs(ctx, hcp, c.Name, job.Name); err != nil {
+		return false, err
+	}
+	hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+	setAvailable(hcp, metav1.ConditionTrue, hcpv1.AvailableReason, "")
+	return false, nil
+}
+
+func initialized(hcp *hcpv1.HostedControlPlane) bool {
+	return ptr.Deref(hcp.Status.Initialization.ControlPlaneInitialized, false)
+}
+
+func setAvailable(hcp *hcpv1.HostedControlPlane, status metav1.ConditionStatus, reason, msg string) {
+	conditions.Set(hcp, metav1.Condition{Type: hcpv1.AvailableCondition, Status: status, Reason: reason, Message: msg})
+}
+
+// setReplicas reports the API server pods as the contract counts machines. The
+// version is the spec's once every replica runs it and is available, else the one
+// reported before (the oldest still running).
+func (r *Reconciler) setReplicas(hcp *hcpv1.HostedControlPlane, d *appsv1.Deployment) {
+	st := d.Status
+	hcp.Status.Selector = labels.SelectorFromSet(d.Spec.Selector.MatchLabels).String()
+	hcp.Status.Replicas = ptr.To(st.Replicas)
+	hcp.Status.ReadyReplicas = ptr.To(st.ReadyReplicas)
+	hcp.Status.AvailableReplicas = ptr.To(st.AvailableReplicas)
+	upToDate := int32(0)
+	if st.ObservedGeneration >= d.Generation {
+		upToDate = st.UpdatedReplicas
+	}
+	hcp.Status.UpToDateReplicas = ptr.To(upToDate)
+	want := ptr.Deref(d.Spec.Replicas, 1)
+	if st.ObservedGeneration >= d.Generation && upToDate == want && st.Replicas == want && st.AvailableReplicas >= 1 {
+		hcp.Status.Version = hcp.Spec.Version
+	}
+}
+
+// reconcileKubeconfig writes Cluster API's kubeconfig Secret for the endpoint, and
+// renews its client certificate as KubeadmControlPlane does.
+func (r *Reconciler) reconcileKubeconfig(ctx context.Context, clusterKey client.ObjectKey, ep clusterv1.APIEndpoint, owner metav1.OwnerReference) error {
+	url := fmt.Sprintf("https://%s:%d", ep.Host, ep.Port)
+	s := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: clusterKey.Namespace, Name: secret.Name(clusterKey.Name, secret.Kubeconfig)}, s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return kubeconfig.CreateSecretWithOwner(ctx, r.Client, clusterKey, url, owner)
+	case err != nil:
+		return err
+	}
+	if rotate, err := kubeconfig.NeedsClientCertRotation(s, 30*24*time.Hour); err != nil || !rotate {
+		return err
+	}
+	return kubeconfig.RegenerateSecret(ctx, r.Client, s)
+}
+
+// etcdStorageClass picks etcd's volume: the spec's class, else the host's default
+// class (nil class name), else an emptyDir (nil). A StatefulSet's volumes cannot
+// change, so an existing one keeps what it has.
+func (r *Reconciler) etcdStorageClass(ctx context.Context, hcp *hcpv1.HostedControlPlane, clusterName string) (*string, error) {
+	sts := &appsv1.StatefulSet{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: hcp.Namespace, Name: hosted.EtcdName(clusterName)}, sts)
+	switch {
+	case err == nil:
+		if len(sts.Spec.VolumeClaimTemplates) == 0 {
+			return nil, nil
+		}
+		return ptr.To(ptr.Deref(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName, "")), nil
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	if hcp.Spec.Etcd.StorageClassName != "" {
+		return ptr.To(hcp.Spec.Etcd.StorageClassName), nil
+	}
+	classes := &storagev1.StorageClassList{}
+	if err := r.Client.List(ctx, classes); err != nil {
+		return nil, err
+	}
+	for _, sc := range classes.Items {
+		if sc.Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
+			return ptr.To(sc.Name), nil
+		}
+	}
+	return nil, nil
+}
+
+func jobSucceeded(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// pruneJobs deletes the cluster's kubeadm Jobs of earlier versions or
+// configurations once the current one has succeeded.
+func (r *Reconciler) pruneJobs(ctx context.Context, hcp *hcpv1.HostedControlPlane, clusterName, keep string) error {
+	jobs := &batchv1.JobList{}
+	if err := r.Client.List(ctx, jobs, client.InNamespace(hcp.Namespace), client.MatchingLabels(hosted.JobSelector(clusterName))); err != nil {
+		return err
+	}
+	for i := range jobs.Items {
+		j := &jobs.Items[i]
+		if j.Name == keep || !metav1.IsControlledBy(j, hcp) {
+			continue
+		}
+		if err := r.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// apply server-side applies obj, owned by hcp, and reads back what the server has
+// (status included).
+func (r *Reconciler) apply(ctx context.Context, hcp *hcpv1.HostedControlPlane, obj client.Object) error {
+	if err := controllerutil.SetControllerReference(hcp, obj, r.Client.Scheme()); err != nil {
+		return err
+	}
+	obj.SetManagedFields(nil)
+	obj.SetResourceVersion("")
+	if err := r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("failed to apply %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
+	}
+	return nil
+}
