@@ -15,6 +15,7 @@ func Default(nc *knestv1.NestedCluster) {
 	if s.ControlPlane.Replicas == 0 {
 		s.ControlPlane.Replicas = 1
 	}
+	setIfEmpty(&s.ControlPlane.Mode, knestv1.ControlPlaneVM)
 	defaultMachine(&s.ControlPlane.MachineSpec)
 	for i := range s.Workers {
 		p := &s.Workers[i]

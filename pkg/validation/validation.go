@@ -145,10 +145,38 @@ func spec(s *knestv1.NestedClusterSpec, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(cp.Child("memory"), m.String(), "must be at least 1700Mi: kubeadm refuses to init a control plane with less"))
 	}
 
+	errs = append(errs, hostedControlPlane(&s.ControlPlane, cp)...)
+
 	errs = append(errs, workers(s.Workers, path.Child("workers"))...)
 	errs = append(errs, poolSkew(s, path.Child("workers"))...)
 	errs = append(errs, network(&s.Network, path.Child("network"))...)
 	errs = append(errs, apiServer(&s.APIServer, path.Child("apiServer"))...)
+	return errs
+}
+
+// Messages of the control-plane mode, shared with the CRD's rules.
+const (
+	hostedReplicasMessage = "a hosted control plane has 1 or 3 API server replicas (controlPlane.replicas)"
+	hostedNeedsModeMsg    = "controlPlane.hosted needs controlPlane.mode Hosted"
+)
+
+func hostedControlPlane(cp *knestv1.ControlPlaneSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch cp.Mode {
+	case "", knestv1.ControlPlaneVM:
+		if cp.Hosted != nil {
+			errs = append(errs, field.Invalid(path.Child("hosted"), "{...}", hostedNeedsModeMsg))
+		}
+	case knestv1.ControlPlaneHosted:
+		if cp.Replicas != 1 && cp.Replicas != 3 {
+			errs = append(errs, field.Invalid(path.Child("replicas"), cp.Replicas, hostedReplicasMessage))
+		}
+		if cp.Hosted != nil && len(cp.Hosted.EtcdStorageClassName) > 253 {
+			errs = append(errs, field.TooLong(path.Child("hosted", "etcdStorageClassName"), cp.Hosted.EtcdStorageClassName, 253))
+		}
+	default:
+		errs = append(errs, field.NotSupported(path.Child("mode"), cp.Mode, []knestv1.ControlPlaneMode{knestv1.ControlPlaneVM, knestv1.ControlPlaneHosted}))
+	}
 	return errs
 }
 

@@ -55,6 +55,22 @@ var Cases = []Case{
 		nc.Spec.Network = knestv1.NetworkSpec{PodCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", DNSDomain: "team-a.internal", CNI: knestv1.CNINone}
 		nc.Spec.APIServer = knestv1.APIServerSpec{ServiceType: knestv1.ServiceTypeLoadBalancer, Host: "api.example.com", CertSANs: []string{"10.0.0.1"}}
 	}},
+	{Name: "hosted control plane", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Replicas = 3
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{EtcdStorageClassName: "standard",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}
+	}},
+	{Name: "hosted control plane of 5", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Replicas = 5
+	}, Field: "spec.controlPlane", Message: "a hosted control plane has 1 or 3 API server replicas", Shared: true},
+	{Name: "hosted settings on a VM control plane", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{EtcdStorageClassName: "standard"}
+	}, Field: "spec.controlPlane", Message: "controlPlane.hosted needs controlPlane.mode Hosted", Shared: true},
+	{Name: "unknown control-plane mode", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = "Pods"
+	}, Field: "spec.controlPlane.mode", Message: "Unsupported value"},
 	{Name: "name of 30 characters", Mutate: func(nc *knestv1.NestedCluster) { nc.Name = strings.Repeat("a", 30) }},
 	{Name: "name of 31 characters", Mutate: func(nc *knestv1.NestedCluster) { nc.Name = strings.Repeat("a", 31) }, Field: "metadata.name", Message: "must have at most 30"},
 	{Name: "name with upper case", Mutate: func(nc *knestv1.NestedCluster) { nc.Name = "Demo" }, Field: "metadata.name", Message: "DNS label"},

@@ -25,6 +25,7 @@ type flagpole struct {
 
 	Version            string
 	ControlPlane       int32
+	ControlPlaneMode   string
 	ControlPlaneCPU    int32
 	ControlPlaneMemory string
 	Workers            int32
@@ -62,6 +63,9 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 		Example: `  # a cluster with one control-plane node and two workers
   knest create demo --workers 2
 
+  # the control plane as pods on the host, only the workers as VMs
+  knest create light --control-plane-mode hosted --workers 1
+
   # three control-plane nodes, a GPU pool that starts empty
   knest create ml --control-plane 3 --workers 2 --pool gpu=0
 
@@ -79,6 +83,7 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fs.StringVarP(&flags.File, "filename", "f", "", "create from a NestedCluster manifest (YAML or JSON); - reads stdin")
 	fs.StringVar(&flags.Version, "version", "", "tenant Kubernetes version (default "+knestv1.DefaultVersion+")")
 	fs.Int32Var(&flags.ControlPlane, "control-plane", 1, "number of control-plane nodes: 1, 3, 5 or 7")
+	fs.StringVar(&flags.ControlPlaneMode, "control-plane-mode", "", "where the control plane runs: vm (its own VMs) or hosted (pods on the host; 1 or 3 API servers) (default vm)")
 	fs.Int32Var(&flags.ControlPlaneCPU, "control-plane-cpu", 0, "vCPUs per control-plane node, at least 2 (default 2)")
 	fs.StringVar(&flags.ControlPlaneMemory, "control-plane-memory", "", "memory per control-plane node, at least 1700Mi (default 4Gi)")
 	fs.Int32Var(&flags.Workers, "workers", 1, "number of nodes in the default worker pool \""+knestv1.DefaultPoolName+"\" (0 keeps it empty)")

@@ -120,6 +120,24 @@ func fromFlags(cmd *cobra.Command, flags *flagpole, args []string) (*knestv1.Nes
 		return nil, fmt.Errorf("--control-plane %d: the control plane needs 1, 3, 5 or 7 nodes", flags.ControlPlane)
 	}
 	s.ControlPlane.Replicas = flags.ControlPlane
+	switch strings.ToLower(flags.ControlPlaneMode) {
+	case "", "vm":
+		if changed("control-plane-mode") {
+			s.ControlPlane.Mode = knestv1.ControlPlaneVM
+		}
+	case "hosted":
+		s.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		if flags.ControlPlane != 1 && flags.ControlPlane != 3 {
+			return nil, fmt.Errorf("--control-plane %d: a hosted control plane runs 1 or 3 API servers", flags.ControlPlane)
+		}
+		for _, name := range []string{"control-plane-cpu", "control-plane-memory"} {
+			if changed(name) {
+				return nil, fmt.Errorf("--%s sizes control-plane VMs; a hosted control plane has none (use a manifest's spec.controlPlane.hosted.resources)", name)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("--control-plane-mode %q: use vm (control-plane VMs) or hosted (control-plane pods on the host)", flags.ControlPlaneMode)
+	}
 	if changed("control-plane-cpu") && flags.ControlPlaneCPU < 2 {
 		return nil, fmt.Errorf("--control-plane-cpu %d: a control-plane node needs at least 2 vCPUs (kubeadm refuses fewer)", flags.ControlPlaneCPU)
 	}
@@ -249,6 +267,7 @@ func flagFor(path string) string {
 		{"metadata.name", "NAME"},
 		{"spec.version", "--version"},
 		{"spec.controlPlane.replicas", "--control-plane"},
+		{"spec.controlPlane.mode", "--control-plane-mode"},
 		{"spec.controlPlane.cpu", "--control-plane-cpu"},
 		{"spec.controlPlane.memory", "--control-plane-memory"},
 		{"spec.controlPlane.image", "--image"},
