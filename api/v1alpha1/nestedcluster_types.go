@@ -182,12 +182,17 @@ type MachineSpec struct {
 
 	// memory is the VM's memory, e.g. 4Gi. It is also requested from the host scheduler.
 	// +kubebuilder:default="4Gi"
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self))",message="memory must be a quantity such as 4Gi or 4096Mi (suffixes Ki, Mi, Gi, Ti; 4GB is not a quantity)"
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
 
 	// image is the node image: a containerDisk image reference (see images/). Empty
 	// means knest's node image for spec.version from the controller's image repository.
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self == '' || (self.matches('^((?:[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?(?:\\\\.[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?)*|\\\\[[a-fA-F0-9:]+\\\\])(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][-A-Za-z0-9_.]{0,127})?(?:@(?:sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128}))?$') && !self.matches('^[a-f0-9]{64}$'))",message="image must be a container image reference as the kubelet parses it, [registry[:port]/]path[:tag][@sha256:digest] with a lower-case path, e.g. quay.io/example/node:v1.35.4"
 	// +optional
 	Image string `json:"image,omitempty"`
 
@@ -210,8 +215,8 @@ type MachineSpec struct {
 
 // RootDiskSpec describes a node's root disk.
 // +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'DataVolume' || has(self.size)",message="rootDisk.size is required when rootDisk.type is DataVolume"
-// +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(string(self.size)).isGreaterThan(quantity('0'))",message="rootDisk.size must be more than 0 and at most 64Ti, e.g. 20Gi"
-// +kubebuilder:validation:XValidation:rule="!has(self.size) || quantity(string(self.size)).compareTo(quantity('64Ti')) <= 0",message="rootDisk.size must be more than 0 and at most 64Ti, e.g. 20Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || !isQuantity(string(self.size)) || quantity(string(self.size)).isGreaterThan(quantity('0'))",message="rootDisk.size must be more than 0 and at most 64Ti, e.g. 20Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.size) || !isQuantity(string(self.size)) || quantity(string(self.size)).compareTo(quantity('64Ti')) <= 0",message="rootDisk.size must be more than 0 and at most 64Ti, e.g. 20Gi"
 type RootDiskSpec struct {
 	// type is ContainerDisk (ephemeral, default) or DataVolume (persistent PVC).
 	// +kubebuilder:default=ContainerDisk
@@ -219,11 +224,16 @@ type RootDiskSpec struct {
 	Type RootDiskType `json:"type,omitempty"`
 
 	// size of the DataVolume root disk, e.g. 20Gi.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self))",message="rootDisk.size must be a quantity such as 20Gi (suffixes Ki, Mi, Gi, Ti; 20GB is not a quantity)"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
 
 	// storageClassName of the DataVolume; empty means the host's default class.
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="rootDisk.storageClassName must be a storage class name: a DNS subdomain of at most 253 lower-case letters, digits, '-' and '.', e.g. fast-ssd"
 	// +optional
 	StorageClassName string `json:"storageClassName,omitempty"`
 }
@@ -233,15 +243,18 @@ type KernelBootSpec struct {
 	// image holds the kernel and initrd.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self == '' || (self.matches('^((?:[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?(?:\\\\.[a-zA-Z0-9](?:[-a-zA-Z0-9]*[a-zA-Z0-9])?)*|\\\\[[a-fA-F0-9:]+\\\\])(?::[0-9]+)?/)?[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*(?::[A-Za-z0-9_][-A-Za-z0-9_.]{0,127})?(?:@(?:sha256:[a-f0-9]{64}|sha384:[a-f0-9]{96}|sha512:[a-f0-9]{128}))?$') && !self.matches('^[a-f0-9]{64}$'))",message="image must be a container image reference as the kubelet parses it, [registry[:port]/]path[:tag][@sha256:digest] with a lower-case path, e.g. quay.io/example/node:v1.35.4"
 	Image string `json:"image"`
 	// kernelPath inside the image.
 	// +kubebuilder:default="/boot/vmlinuz"
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^(/([^/.][^/]*|\\\\.[^/.][^/]*|\\\\.\\\\.[^/]+))+/?$')",message="kernelBoot paths must be absolute paths to a file in the image without '.', '..' or '//' (KubeVirt refuses others), e.g. /boot/vmlinuz"
 	// +optional
 	KernelPath string `json:"kernelPath,omitempty"`
 	// initrdPath inside the image.
 	// +kubebuilder:default="/boot/initrd.img"
 	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^(/([^/.][^/]*|\\\\.[^/.][^/]*|\\\\.\\\\.[^/]+))+/?$')",message="kernelBoot paths must be absolute paths to a file in the image without '.', '..' or '//' (KubeVirt refuses others), e.g. /boot/vmlinuz"
 	// +optional
 	InitrdPath string `json:"initrdPath,omitempty"`
 	// kernelArgs is the kernel command line; the default suits knest's node image.
@@ -268,8 +281,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Hosted' || !has(self.replicas) || self.replicas == 1 || self.replicas == 3",message="a hosted control plane has 1 or 3 API server replicas (controlPlane.replicas)"
 // +kubebuilder:validation:XValidation:rule="!has(self.hosted) || (has(self.mode) && self.mode == 'Hosted')",message="controlPlane.hosted needs controlPlane.mode Hosted"
 // +kubebuilder:validation:XValidation:rule="!has(self.cpu) || self.cpu >= 2",message="controlPlane.cpu must be at least 2: kubeadm refuses to init a control plane with fewer CPUs"
-// +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(string(self.memory)).compareTo(quantity('1700Mi')) >= 0",message="controlPlane.memory must be at least 1700Mi: kubeadm refuses to init a control plane with less"
-// +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(string(self.memory)).compareTo(quantity('1Ti')) <= 0",message="memory must be at most 1Ti, e.g. 8Gi: no host node offers more to one VM"
+// +kubebuilder:validation:XValidation:rule="!has(self.memory) || !isQuantity(string(self.memory)) || quantity(string(self.memory)).compareTo(quantity('1700Mi')) >= 0",message="controlPlane.memory must be at least 1700Mi: kubeadm refuses to init a control plane with less"
+// +kubebuilder:validation:XValidation:rule="!has(self.memory) || !isQuantity(string(self.memory)) || quantity(string(self.memory)).compareTo(quantity('1Ti')) <= 0",message="memory must be at most 1Ti, e.g. 8Gi: no host node offers more to one VM"
 type ControlPlaneSpec struct {
 	// replicas is the number of control-plane nodes: 1, 3, 5 or 7. It must be odd so
 	// etcd keeps quorum when one member is lost.
@@ -308,8 +321,8 @@ type HostedControlPlaneSpec struct {
 }
 
 // WorkerPool is a named group of identical worker nodes.
-// +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(string(self.memory)).compareTo(quantity('1Gi')) >= 0",message="a worker pool's memory must be at least 1Gi for kubelet, a runtime and the CNI to fit"
-// +kubebuilder:validation:XValidation:rule="!has(self.memory) || quantity(string(self.memory)).compareTo(quantity('1Ti')) <= 0",message="memory must be at most 1Ti, e.g. 8Gi: no host node offers more to one VM"
+// +kubebuilder:validation:XValidation:rule="!has(self.memory) || !isQuantity(string(self.memory)) || quantity(string(self.memory)).compareTo(quantity('1Gi')) >= 0",message="a worker pool's memory must be at least 1Gi for kubelet, a runtime and the CNI to fit"
+// +kubebuilder:validation:XValidation:rule="!has(self.memory) || !isQuantity(string(self.memory)) || quantity(string(self.memory)).compareTo(quantity('1Ti')) <= 0",message="memory must be at most 1Ti, e.g. 8Gi: no host node offers more to one VM"
 type WorkerPool struct {
 	// name of the pool: a DNS label of at most 15 characters, unique in the cluster.
 	// +kubebuilder:validation:MinLength=1
@@ -395,6 +408,7 @@ type DeviceSpec struct {
 	// deviceName is the resource name the host advertises, e.g. nvidia.com/GA102GL_A10.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$') && self.indexOf('/') <= 244 && !self.contains('kubernetes.io/')",message="deviceName must be an extended resource name as the kubelet takes it: a DNS-name prefix of at most 244 characters (not kubernetes.io), '/', then at most 63 letters, digits, '-', '_' or '.', e.g. nvidia.com/GA102GL_A10"
 	DeviceName string `json:"deviceName"`
 }
 
@@ -421,7 +435,7 @@ type NetworkSpec struct {
 	// cluster.local so names never resolve across.
 	// +kubebuilder:default="tenant.local"
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="network.dnsDomain must be a DNS name such as tenant.local"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$')",message="network.dnsDomain must be a DNS name: labels of at most 63 lower-case letters, digits and '-', joined by '.', e.g. tenant.local"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="network.dnsDomain cannot be changed after creation; create a new cluster instead"
 	// +optional
 	DNSDomain string `json:"dnsDomain,omitempty"`
@@ -455,14 +469,14 @@ type APIServerSpec struct {
 	// host is a fixed endpoint host (DNS name or IP) for the tenant API, e.g. one a
 	// load balancer outside the host cluster answers on. It cannot change after creation.
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="isIP(self) || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="apiServer.host must be a DNS name or an IP address, e.g. api.tenant.example.com or 192.0.2.10"
+	// +kubebuilder:validation:XValidation:rule="isIP(self) || self.matches('^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$')",message="apiServer.host must be a DNS name or an IP address, e.g. api.tenant.example.com or 192.0.2.10"
 	// +optional
 	Host string `json:"host,omitempty"`
 
 	// certSANs are extra names and IPs in the API server's certificate.
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=253
-	// +kubebuilder:validation:XValidation:rule="self.all(s, isIP(s) || s.matches('^(\\\\*\\\\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'))",message="apiServer.certSANs must be DNS names (a leading *. is allowed) or IP addresses, e.g. api.tenant.example.com or 192.0.2.10"
+	// +kubebuilder:validation:XValidation:rule="self.all(s, isIP(s) || s.matches('^(\\\\*\\\\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$'))",message="apiServer.certSANs must be DNS names (a leading *. is allowed) or IP addresses, e.g. api.tenant.example.com or 192.0.2.10"
 	// +optional
 	CertSANs []string `json:"certSANs,omitempty"`
 }

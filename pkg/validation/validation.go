@@ -10,6 +10,9 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"strings"
+
+	"github.com/distribution/reference"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -35,8 +38,10 @@ const (
 var ControlPlaneReplicas = []int32{1, 3, 5, 7}
 
 var (
-	dnsLabel   = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
-	dnsName    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	dnsLabel = regexp.MustCompile(`^[a-z]([-a-z0-9]*[a-z0-9])?$`)
+	// dnsName is a DNS name as CoreDNS and resolvers take it: labels of at most 63
+	// characters (the API server's DNS-1123 subdomain does not limit labels).
+	dnsName    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$`)
 	versionRE  = regexp.MustCompile(`^v1\.(3[0-6])\.(0|[1-9][0-9]{0,3})$`)
 	minCPMem   = resource.MustParse("1700Mi")
 	minPoolMem = resource.MustParse("1Gi")
@@ -47,7 +52,10 @@ var (
 	labelValue    = regexp.MustCompile(`^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$`)
 	kubeNamespace = regexp.MustCompile(`^([^/]*\.)?(kubernetes|k8s)\.io/`)
 	kubeletAllows = regexp.MustCompile(`^(node|kubelet|topology)\.kubernetes\.io/`)
-	certSAN       = regexp.MustCompile(`^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	certSAN       = regexp.MustCompile(`^(\*\.)?[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*$`)
+	// kernelPath is KubeVirt's ValidatePath for kernel-boot paths: absolute, no "."
+	// or ".." components, no "//".
+	kernelPath = regexp.MustCompile(`^(/([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+))+/?$`)
 )
 
 // Messages shared with the CRD's rules (the tests hold both to the same cases).
@@ -64,6 +72,18 @@ const (
 	taintValueMessage   = "taint values must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, e.g. true"
 	apiHostMessage      = "apiServer.host must be a DNS name or an IP address, e.g. api.tenant.example.com or 192.0.2.10"
 	certSANsMessage     = "apiServer.certSANs must be DNS names (a leading *. is allowed) or IP addresses, e.g. api.tenant.example.com or 192.0.2.10"
+	dnsDomainMessage    = "network.dnsDomain must be a DNS name: labels of at most 63 lower-case letters, digits and '-', joined by '.', e.g. tenant.local"
+	imageMessage        = "image must be a container image reference as the kubelet parses it, [registry[:port]/]path[:tag][@sha256:digest] with a lower-case path, e.g. quay.io/example/node:v1.35.4"
+	storageClassMessage = "rootDisk.storageClassName must be a storage class name: a DNS subdomain of at most 253 lower-case letters, digits, '-' and '.', e.g. fast-ssd"
+	deviceNameMessage   = "deviceName must be an extended resource name as the kubelet takes it: a DNS-name prefix of at most 244 characters (not kubernetes.io), '/', then at most 63 letters, digits, '-', '_' or '.', e.g. nvidia.com/GA102GL_A10"
+	kernelPathMessage   = "kernelBoot paths must be absolute paths to a file in the image without '.', '..' or '//' (KubeVirt refuses others), e.g. /boot/vmlinuz"
+)
+
+// Messages for quantities that do not parse, shared with the CRD's rules and the
+// CLI's flags.
+const (
+	MemoryQuantityMessage   = "memory must be a quantity such as 4Gi or 4096Mi (suffixes Ki, Mi, Gi, Ti; 4GB is not a quantity)"
+	DiskSizeQuantityMessage = "rootDisk.size must be a quantity such as 20Gi (suffixes Ki, Mi, Gi, Ti; 20GB is not a quantity)"
 )
 
 // NestedCluster validates nc as the API server would after defaulting it: it checks a
@@ -190,9 +210,7 @@ func machine(m *knestv1.MachineSpec, path *field.Path) field.ErrorList {
 	} else if m.Memory != nil && m.Memory.Cmp(maxMem) > 0 {
 		errs = append(errs, field.Invalid(path.Child("memory"), m.Memory.String(), memoryMaxMessage))
 	}
-	if len(m.Image) > 512 {
-		errs = append(errs, field.TooLong(path.Child("image"), m.Image, 512))
-	}
+	errs = append(errs, image(m.Image, path.Child("image"))...)
 	rd := path.Child("rootDisk")
 	switch m.RootDisk.Type {
 	case knestv1.RootDiskContainerDisk, knestv1.RootDiskDataVolume:
@@ -205,22 +223,20 @@ func machine(m *knestv1.MachineSpec, path *field.Path) field.ErrorList {
 	if sz := m.RootDisk.Size; sz != nil && (sz.Sign() <= 0 || sz.Cmp(maxDisk) > 0) {
 		errs = append(errs, field.Invalid(rd.Child("size"), sz.String(), rootDiskSizeMessage))
 	}
-	if len(m.RootDisk.StorageClassName) > 253 {
-		errs = append(errs, field.TooLong(rd.Child("storageClassName"), m.RootDisk.StorageClassName, 253))
+	if sc := m.RootDisk.StorageClassName; len(sc) > 253 {
+		errs = append(errs, field.TooLong(rd.Child("storageClassName"), sc, 253))
+	} else if sc != "" && len(apivalidation.IsDNS1123Subdomain(sc)) > 0 {
+		errs = append(errs, field.Invalid(rd.Child("storageClassName"), sc, storageClassMessage))
 	}
 	if kb := m.KernelBoot; kb != nil {
 		kp := path.Child("kernelBoot")
 		if kb.Image == "" {
 			errs = append(errs, field.Required(kp.Child("image"), "a kernel-boot image is required"))
-		} else if len(kb.Image) > 512 {
-			errs = append(errs, field.TooLong(kp.Child("image"), kb.Image, 512))
+		} else {
+			errs = append(errs, image(kb.Image, kp.Child("image"))...)
 		}
-		if len(kb.KernelPath) > 512 {
-			errs = append(errs, field.TooLong(kp.Child("kernelPath"), kb.KernelPath, 512))
-		}
-		if len(kb.InitrdPath) > 512 {
-			errs = append(errs, field.TooLong(kp.Child("initrdPath"), kb.InitrdPath, 512))
-		}
+		errs = append(errs, kernelBootPath(kb.KernelPath, kp.Child("kernelPath"))...)
+		errs = append(errs, kernelBootPath(kb.InitrdPath, kp.Child("initrdPath"))...)
 		if len(kb.KernelArgs) > 1024 {
 			errs = append(errs, field.TooLong(kp.Child("kernelArgs"), kb.KernelArgs, 1024))
 		}
@@ -229,6 +245,33 @@ func machine(m *knestv1.MachineSpec, path *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(path.Child("nodeDrainTimeoutSeconds"), *d, "must be 0 (wait forever) or more"))
 	}
 	return errs
+}
+
+// image checks a node or kernel-boot image reference as the kubelet parses it
+// (github.com/distribution/reference, as kubelet and containerd do); empty means the
+// default image.
+func image(ref string, path *field.Path) field.ErrorList {
+	switch {
+	case ref == "":
+		return nil
+	case len(ref) > 512:
+		return field.ErrorList{field.TooLong(path, ref, 512)}
+	}
+	if _, err := reference.ParseNormalizedNamed(ref); err != nil {
+		return field.ErrorList{field.Invalid(path, ref, imageMessage)}
+	}
+	return nil
+}
+
+// kernelBootPath checks a path inside a kernel-boot image as KubeVirt does.
+func kernelBootPath(p string, path *field.Path) field.ErrorList {
+	switch {
+	case len(p) > 512:
+		return field.ErrorList{field.TooLong(path, p, 512)}
+	case p != "" && !kernelPath.MatchString(p):
+		return field.ErrorList{field.Invalid(path, p, kernelPathMessage)}
+	}
+	return nil
 }
 
 func workers(pools []knestv1.WorkerPool, path *field.Path) field.ErrorList {
@@ -390,9 +433,21 @@ func devices(ds []knestv1.DeviceSpec, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Required(dp.Child("deviceName"), "the resource name the host advertises, e.g. nvidia.com/GA102GL_A10"))
 		} else if len(d.DeviceName) > 253 {
 			errs = append(errs, field.TooLong(dp.Child("deviceName"), d.DeviceName, 253))
+		} else if !ExtendedResourceName(d.DeviceName) {
+			errs = append(errs, field.Invalid(dp.Child("deviceName"), d.DeviceName, deviceNameMessage))
 		}
 	}
 	return errs
+}
+
+// ExtendedResourceName reports whether name is a Kubernetes extended resource name,
+// which is what a device plugin advertises and KubeVirt requests for a GPU or host
+// device: a qualified name with a domain prefix outside kubernetes.io, that stays a
+// qualified name with "requests." in front (the API server's IsExtendedResourceName).
+func ExtendedResourceName(name string) bool {
+	return strings.Contains(name, "/") && !strings.Contains(name, "kubernetes.io/") &&
+		len(apivalidation.IsQualifiedName(name)) == 0 &&
+		len(apivalidation.IsQualifiedName("requests."+name)) == 0
 }
 
 func network(n *knestv1.NetworkSpec, path *field.Path) field.ErrorList {
@@ -409,7 +464,7 @@ func network(n *knestv1.NetworkSpec, path *field.Path) field.ErrorList {
 	if len(n.DNSDomain) > 253 {
 		errs = append(errs, field.TooLong(dp, n.DNSDomain, 253))
 	} else if !dnsName.MatchString(n.DNSDomain) {
-		errs = append(errs, field.Invalid(dp, n.DNSDomain, "network.dnsDomain must be a DNS name such as "+knestv1.DefaultDNSDomain))
+		errs = append(errs, field.Invalid(dp, n.DNSDomain, dnsDomainMessage))
 	}
 	switch n.CNI {
 	case knestv1.CNIFlannel, knestv1.CNINone:

@@ -44,3 +44,19 @@ func TestUpdate(t *testing.T) {
 		})
 	}
 }
+
+func TestQuantities(t *testing.T) {
+	for _, tt := range validationtest.ManifestCases {
+		t.Run(tt.Name, func(t *testing.T) {
+			g := NewWithT(t)
+			obj := validationtest.ValidContent()
+			tt.Set(obj)
+			errs := Quantities(obj)
+			if tt.Message == "" {
+				g.Expect(errs).To(BeEmpty())
+				return
+			}
+			g.Expect(errs.ToAggregate()).To(MatchError(And(ContainSubstring(tt.Field+": "), ContainSubstring(tt.Message))))
+		})
+	}
+}

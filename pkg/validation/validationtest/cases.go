@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
@@ -177,6 +178,129 @@ var Cases = []Case{
 	{Name: "device without a resource name", Mutate: func(nc *knestv1.NestedCluster) {
 		nc.Spec.Workers[0].GPUs = []knestv1.DeviceSpec{{Name: "gpu1"}}
 	}, Field: "spec.workers[0].gpus[0].deviceName", Message: "Required"},
+
+	// Image references, as the kubelet parses them (github.com/distribution/reference).
+	{Name: "images the kubelet pulls", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Image = "quay.io/example/node:v1.35.4"
+		nc.Spec.Workers[0].Image = "localhost:5000/knest/node@sha256:" + strings.Repeat("ab", 32)
+		nc.Spec.Workers = append(nc.Spec.Workers,
+			knestv1.WorkerPool{Name: "a", MachineSpec: knestv1.MachineSpec{Image: "node"}},
+			knestv1.WorkerPool{Name: "b", MachineSpec: knestv1.MachineSpec{Image: "Registry.Example.com:5000/team_a/node__x--y:V1.35.4-rc.1"}},
+			knestv1.WorkerPool{Name: "c", MachineSpec: knestv1.MachineSpec{Image: "[fd00::1]:5000/node:v1.35.4@sha512:" + strings.Repeat("0", 128)}})
+		nc.Spec.Workers[0].KernelBoot = &knestv1.KernelBootSpec{Image: "registry.example.com/knest/node-kernel:v1.35.4"}
+	}},
+	{Name: "image with an upper-case path", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Image = "quay.io/Example/node:v1" }, Field: "spec.workers[0].image", Message: "image must be a container image reference", Shared: true},
+	{Name: "image with a scheme", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Image = "https://quay.io/example/node" }, Field: "spec.controlPlane.image", Message: "image must be a container image reference", Shared: true},
+	{Name: "image with a space", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Image = "knest/node: v1.35.4" }, Field: "spec.workers[0].image", Message: "image must be a container image reference", Shared: true},
+	{Name: "image with an empty tag", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Image = "knest/node:" }, Field: "spec.workers[0].image", Message: "image must be a container image reference", Shared: true},
+	{Name: "image with a short digest", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Image = "knest/node@sha256:abc123" }, Field: "spec.workers[0].image", Message: "image must be a container image reference", Shared: true},
+	{Name: "image with an unknown digest algorithm", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].Image = "knest/node@md5:" + strings.Repeat("a", 32)
+	}, Field: "spec.workers[0].image", Message: "image must be a container image reference", Shared: true},
+	{Name: "image of 64 hex digits", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Image = strings.Repeat("ab", 32) }, Field: "spec.workers[0].image", Message: "image must be a container image reference", Shared: true},
+	{Name: "image with a tag of 129 characters", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Image = "knest/node:" + strings.Repeat("v", 129) }, Field: "spec.workers[0].image", Message: "image must be a container image reference", Shared: true},
+	{Name: "image path over 255 characters once normalized", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Image = strings.Repeat("a", 250) }, Field: "spec.workers[0].image", Message: "image must be a container image reference",
+		NotOnServer: "the 255-character limit applies to the path after docker.io/library/ is prefixed to a familiar name; a CEL rule would have to repeat that normalization, so the CRD checks the grammar and the CLI (github.com/distribution/reference) the length"},
+	{Name: "kernel-boot image with upper case", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].KernelBoot = &knestv1.KernelBootSpec{Image: "knest/Node-Kernel:v1.35.4"}
+	}, Field: "spec.workers[0].kernelBoot.image", Message: "image must be a container image reference", Shared: true},
+
+	// Kernel-boot paths, as KubeVirt's ValidatePath takes them.
+	{Name: "kernel-boot paths KubeVirt takes", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].KernelBoot = &knestv1.KernelBootSpec{Image: "knest/node-kernel:v1.35.4", KernelPath: "/boot/..vmlinuz-6.1/", InitrdPath: "/.boot/initrd.img"}
+	}},
+	{Name: "relative kernel path", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].KernelBoot = &knestv1.KernelBootSpec{Image: "knest/node-kernel:v1.35.4", KernelPath: "boot/vmlinuz"}
+	}, Field: "spec.workers[0].kernelBoot.kernelPath", Message: "kernelBoot paths must be absolute paths", Shared: true},
+	{Name: "initrd path with ..", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].KernelBoot = &knestv1.KernelBootSpec{Image: "knest/node-kernel:v1.35.4", InitrdPath: "/boot/../initrd.img"}
+	}, Field: "spec.workers[0].kernelBoot.initrdPath", Message: "kernelBoot paths must be absolute paths", Shared: true},
+	{Name: "kernel path of /", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].KernelBoot = &knestv1.KernelBootSpec{Image: "knest/node-kernel:v1.35.4", KernelPath: "/"}
+	}, Field: "spec.workers[0].kernelBoot.kernelPath", Message: "kernelBoot paths must be absolute paths", Shared: true},
+
+	// GPU and host-device names: extended resource names, as the kubelet takes them.
+	{Name: "device resource names the kubelet takes", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].GPUs = []knestv1.DeviceSpec{{Name: "gpu1", DeviceName: "nvidia.com/GA102GL_A10"}}
+		nc.Spec.Workers[0].HostDevices = []knestv1.DeviceSpec{{Name: "kvm", DeviceName: "devices.kubevirt.io/kvm"}, {Name: "nic", DeviceName: "intel.com/" + strings.Repeat("n", 63)}}
+	}},
+	{Name: "GPU resource name without a domain", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].GPUs = []knestv1.DeviceSpec{{Name: "gpu1", DeviceName: "GA102GL_A10"}}
+	}, Field: "spec.workers[0].gpus[0].deviceName", Message: "deviceName must be an extended resource name", Shared: true},
+	{Name: "GPU resource name with a space", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].GPUs = []knestv1.DeviceSpec{{Name: "gpu1", DeviceName: "nvidia.com/GA102GL A10"}}
+	}, Field: "spec.workers[0].gpus[0].deviceName", Message: "deviceName must be an extended resource name", Shared: true},
+	{Name: "host device in the kubernetes.io namespace", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].HostDevices = []knestv1.DeviceSpec{{Name: "nic", DeviceName: "devices.kubernetes.io/nic"}}
+	}, Field: "spec.workers[0].hostDevices[0].deviceName", Message: "deviceName must be an extended resource name", Shared: true},
+	{Name: "host device with an upper-case domain", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].HostDevices = []knestv1.DeviceSpec{{Name: "nic", DeviceName: "Intel.com/nic"}}
+	}, Field: "spec.workers[0].hostDevices[0].deviceName", Message: "deviceName must be an extended resource name", Shared: true},
+	{Name: "host device name of 64 characters", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].HostDevices = []knestv1.DeviceSpec{{Name: "nic", DeviceName: "intel.com/" + strings.Repeat("n", 64)}}
+	}, Field: "spec.workers[0].hostDevices[0].deviceName", Message: "deviceName must be an extended resource name", Shared: true},
+
+	// Storage classes: a DNS subdomain, as the API server takes a PVC's class.
+	{Name: "storage class CDI takes", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].RootDisk = knestv1.RootDiskSpec{Type: knestv1.RootDiskDataVolume, Size: qty("20Gi"), StorageClassName: "ceph.rbd-ssd"}
+	}},
+	{Name: "storage class with upper case", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].RootDisk = knestv1.RootDiskSpec{Type: knestv1.RootDiskDataVolume, Size: qty("20Gi"), StorageClassName: "Fast_SSD"}
+	}, Field: "spec.workers[0].rootDisk.storageClassName", Message: "rootDisk.storageClassName must be a storage class name", Shared: true},
+	{Name: "control-plane storage class ending in a dot", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.RootDisk = knestv1.RootDiskSpec{Type: knestv1.RootDiskDataVolume, Size: qty("20Gi"), StorageClassName: "fast."}
+	}, Field: "spec.controlPlane.rootDisk.storageClassName", Message: "rootDisk.storageClassName must be a storage class name", Shared: true},
+
+	// DNS names: every label at most 63 characters, as CoreDNS and resolvers take them.
+	{Name: "DNS domain with a label of 63", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Network.DNSDomain = strings.Repeat("d", 63) + ".local" }},
+	{Name: "DNS domain with a label of 64", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Network.DNSDomain = strings.Repeat("d", 64) + ".local" }, Field: "spec.network.dnsDomain", Message: "network.dnsDomain must be a DNS name: labels of at most 63", Shared: true},
+	{Name: "API host with a label of 64", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.APIServer.Host = "api." + strings.Repeat("h", 64) + ".example.com"
+	}, Field: "spec.apiServer.host", Message: "apiServer.host must be a DNS name or an IP address", Shared: true},
+	{Name: "cert SAN with a label of 64", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.APIServer.CertSANs = []string{"*." + strings.Repeat("s", 64) + ".example.com"}
+	}, Field: "spec.apiServer.certSANs", Message: "apiServer.certSANs must be DNS names", Shared: true},
+}
+
+// ManifestCase is a NestedCluster only a manifest can carry: a typed NestedCluster
+// cannot hold a quantity that does not parse. pkg/validation's Quantities (which
+// `knest create -f` runs before decoding) and the API server are held to the same
+// message.
+type ManifestCase struct {
+	Name string
+	// Set changes the unstructured content of Valid().
+	Set func(obj map[string]any)
+	// Field and Message as in Case; the API server says the same Message.
+	Field, Message string
+}
+
+// ValidContent is Valid() as unstructured content.
+func ValidContent() map[string]any {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(Valid())
+	if err != nil {
+		panic(err)
+	}
+	obj["apiVersion"] = knestv1.GroupVersion.String()
+	obj["kind"] = "NestedCluster"
+	return obj
+}
+
+func pool0(obj map[string]any) map[string]any {
+	return obj["spec"].(map[string]any)["workers"].([]any)[0].(map[string]any)
+}
+
+// ManifestCases are quantities that parse and that do not.
+var ManifestCases = []ManifestCase{
+	{Name: "memory as a plain number of bytes", Set: func(obj map[string]any) { pool0(obj)["memory"] = int64(4 << 30) }},
+	{Name: "memory in decimal units", Set: func(obj map[string]any) { pool0(obj)["memory"] = "4G" }},
+	{Name: "memory in GB", Set: func(obj map[string]any) { pool0(obj)["memory"] = "4GB" },
+		Field: "spec.workers[0].memory", Message: "memory must be a quantity such as 4Gi"},
+	{Name: "control-plane memory in words", Set: func(obj map[string]any) {
+		obj["spec"].(map[string]any)["controlPlane"] = map[string]any{"memory": "lots"}
+	}, Field: "spec.controlPlane.memory", Message: "memory must be a quantity such as 4Gi"},
+	{Name: "root disk size with a space", Set: func(obj map[string]any) {
+		pool0(obj)["rootDisk"] = map[string]any{"type": "DataVolume", "size": "20 Gi"}
+	}, Field: "spec.workers[0].rootDisk.size", Message: "rootDisk.size must be a quantity such as 20Gi"},
 }
 
 // UpdateCase is a change from one valid NestedCluster to another spec.

@@ -21,6 +21,7 @@ import (
 	"github.com/knest-dev/knest/pkg/cmd/knest/app"
 	"github.com/knest-dev/knest/pkg/internal/cli"
 	"github.com/knest-dev/knest/pkg/knest"
+	"github.com/knest-dev/knest/pkg/validation"
 )
 
 // run runs knest with args and no kubeconfig anywhere, so a command that got past
@@ -54,7 +55,7 @@ func TestCreateRejectsInvalidInput(t *testing.T) {
 		{name: "control plane zero", args: []string{"demo", "--control-plane", "0"}, want: "--control-plane 0: the control plane needs 1, 3, 5 or 7 nodes"},
 		{name: "control plane one CPU", args: []string{"demo", "--control-plane-cpu", "1"}, want: "--control-plane-cpu 1: a control-plane node needs at least 2 vCPUs"},
 		{name: "control plane little memory", args: []string{"demo", "--control-plane-memory", "1Gi"}, want: "--control-plane-memory: Invalid value: \"1Gi\": must be at least 1700Mi"},
-		{name: "memory not a quantity", args: []string{"demo", "--worker-memory", "4GB"}, want: `--worker-memory "4GB" is not a quantity: use a number with a binary suffix such as 4Gi`},
+		{name: "memory not a quantity", args: []string{"demo", "--worker-memory", "4GB"}, want: `--worker-memory "4GB": memory must be a quantity such as 4Gi`},
 		{name: "memory zero", args: []string{"demo", "--worker-memory", "0"}, want: "--worker-memory \"0\" must be positive"},
 		{name: "worker little memory", args: []string{"demo", "--worker-memory", "512Mi"}, want: "--worker-memory: Invalid value: \"512Mi\": a worker pool's memory must be at least 1Gi"},
 		{name: "worker zero CPUs", args: []string{"demo", "--worker-cpu", "0"}, want: "--worker-cpu 0: a worker node needs at least 1 vCPU"},
@@ -77,7 +78,7 @@ func TestCreateRejectsInvalidInput(t *testing.T) {
 		{name: "unknown root disk", args: []string{"demo", "--root-disk", "pvc"}, want: `--root-disk "pvc": use containerdisk (ephemeral) or datavolume (persistent)`},
 		{name: "datavolume without size", args: []string{"demo", "--root-disk", "datavolume"}, want: "--root-disk datavolume needs --disk-size, e.g. --disk-size 20Gi"},
 		{name: "disk size without datavolume", args: []string{"demo", "--disk-size", "20Gi"}, want: "--disk-size only applies with --root-disk datavolume"},
-		{name: "disk size not a quantity", args: []string{"demo", "--root-disk", "datavolume", "--disk-size", "20 GB"}, want: `--disk-size "20 GB" is not a quantity`},
+		{name: "disk size not a quantity", args: []string{"demo", "--root-disk", "datavolume", "--disk-size", "20 GB"}, want: `--disk-size "20 GB": rootDisk.size must be a quantity such as 20Gi`},
 		{name: "version out of range", args: []string{"demo", "--version", "1.27.3"}, want: "--version: Invalid value: \"v1.27.3\": version must look like v1.MINOR.PATCH with a minor from 30 to 36"},
 		{name: "cert SAN list", args: []string{"demo", "--cert-san", "a.example,b.example"}, want: `--cert-san "a.example,b.example": give one DNS name or IP per flag`},
 		{name: "API host too long", args: []string{"demo", "--api-host", strings.Repeat("a", 254)}, want: "--api-host: Too long"},
@@ -100,6 +101,8 @@ func TestCreateRejectsInvalidInput(t *testing.T) {
 				"spec.controlPlane.replicas: 0 is not accepted (kubectl apply of this file is refused too); remove the field to get the default (1) or set another value; " +
 				"spec.version: \"\" is not accepted (kubectl apply of this file is refused too); remove the field to get the default (" + knestv1.DefaultVersion + ") or set another value; " +
 				"spec.workers[0].cpu: 0 is not accepted"},
+		{name: "file with memory in GB", args: []string{"-f", "-"}, stdin: manifest("spec:\n  workers:\n  - name: workers\n    memory: 4GB\n"),
+			want: `failed to read a NestedCluster from stdin: spec.workers[0].memory: Invalid value: "4GB": ` + validation.MemoryQuantityMessage},
 		{name: "bad namespace", args: []string{"demo", "-n", "Team_A"}, want: `--namespace "Team_A": a namespace name is a DNS label`},
 		{name: "unknown flag", args: []string{"demo", "--worker", "3"}, want: "unknown flag: --worker\nRun 'knest create --help' for usage"},
 	}

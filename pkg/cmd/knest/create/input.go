@@ -143,7 +143,7 @@ func fromFlags(cmd *cobra.Command, flags *flagpole, args []string) (*knestv1.Nes
 	}
 	s.ControlPlane.CPU = flags.ControlPlaneCPU
 	var err error
-	if s.ControlPlane.Memory, err = quantityFlag("control-plane-memory", flags.ControlPlaneMemory, "4Gi"); err != nil {
+	if s.ControlPlane.Memory, err = quantityFlag("control-plane-memory", flags.ControlPlaneMemory, validation.MemoryQuantityMessage, "4Gi"); err != nil {
 		return nil, err
 	}
 
@@ -152,7 +152,7 @@ func fromFlags(cmd *cobra.Command, flags *flagpole, args []string) (*knestv1.Nes
 		return nil, fmt.Errorf("--worker-cpu %d: a worker node needs at least 1 vCPU", flags.WorkerCPU)
 	}
 	machine.CPU = flags.WorkerCPU
-	if machine.Memory, err = quantityFlag("worker-memory", flags.WorkerMemory, "4Gi"); err != nil {
+	if machine.Memory, err = quantityFlag("worker-memory", flags.WorkerMemory, validation.MemoryQuantityMessage, "4Gi"); err != nil {
 		return nil, err
 	}
 	if machine.RootDisk, err = rootDisk(flags.RootDisk, flags.DiskSize); err != nil {
@@ -202,14 +202,15 @@ func pool(name string, replicas int32, m knestv1.MachineSpec) knestv1.WorkerPool
 	return knestv1.WorkerPool{Name: name, Replicas: &replicas, MachineSpec: m}
 }
 
-// quantityFlag parses a memory flag; empty means unset.
-func quantityFlag(name, value, example string) (*resource.Quantity, error) {
+// quantityFlag parses a quantity flag; empty means unset. notQuantity is the CRD's
+// message for a value that does not parse.
+func quantityFlag(name, value, notQuantity, example string) (*resource.Quantity, error) {
 	if value == "" {
 		return nil, nil
 	}
 	q, err := resource.ParseQuantity(value)
 	if err != nil {
-		return nil, fmt.Errorf("--%s %q is not a quantity: use a number with a binary suffix such as %s or 4096Mi", name, value, example)
+		return nil, fmt.Errorf("--%s %q: %s", name, value, notQuantity)
 	}
 	if q.Sign() <= 0 {
 		return nil, fmt.Errorf("--%s %q must be positive, e.g. %s", name, value, example)
@@ -232,7 +233,7 @@ func rootDisk(kind, size string) (knestv1.RootDiskSpec, error) {
 		if rd.Type != knestv1.RootDiskDataVolume {
 			return rd, errors.New("--disk-size only applies with --root-disk datavolume; a containerdisk has the size of its image")
 		}
-		q, err := quantityFlag("disk-size", size, "20Gi")
+		q, err := quantityFlag("disk-size", size, validation.DiskSizeQuantityMessage, "20Gi")
 		if err != nil {
 			return rd, err
 		}

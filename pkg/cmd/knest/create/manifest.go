@@ -21,6 +21,7 @@ import (
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/knest"
+	"github.com/knest-dev/knest/pkg/validation"
 )
 
 func fromFile(cmd *cobra.Command, stdin io.Reader, path string, args []string) (*knestv1.NestedCluster, error) {
@@ -89,6 +90,14 @@ func ParseManifest(raw []byte) (*knestv1.NestedCluster, error) {
 	}
 	if want := knestv1.GroupVersion.String(); tm.APIVersion != want || tm.Kind != "NestedCluster" {
 		return nil, fmt.Errorf("it is a %s %s, not a %s NestedCluster", tm.APIVersion, tm.Kind, want)
+	}
+	// Quantities first: the decoder's error for one that does not parse names no field.
+	var content map[string]any
+	if err := yaml.Unmarshal(docs[0], &content); err != nil {
+		return nil, err
+	}
+	if errs := validation.Quantities(content); len(errs) > 0 {
+		return nil, errs.ToAggregate()
 	}
 	nc := &knestv1.NestedCluster{}
 	codecs := serializer.NewCodecFactory(knest.Scheme(), serializer.EnableStrict)

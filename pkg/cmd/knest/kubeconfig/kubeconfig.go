@@ -3,7 +3,9 @@
 package kubeconfig
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -56,6 +58,12 @@ func runE(cmd *cobra.Command, logger logr.Logger, streams genericiooptions.IOStr
 		}
 		opts = append(opts, knest.KubeconfigWithServer(flags.Server))
 	}
+	if flags.OutputFile != "" {
+		// Check the path before contacting the cluster.
+		if err := CheckOutputFile(flags.OutputFile); err != nil {
+			return fmt.Errorf("--output-file: %w", err)
+		}
+	}
 	ns, _, err := cmdutil.Namespace(cmd)
 	if err != nil {
 		return err
@@ -82,9 +90,50 @@ func runE(cmd *cobra.Command, logger logr.Logger, streams genericiooptions.IOStr
 // placeholder is a minimal kubeconfig to check a --server URL against.
 var placeholder = []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://example.invalid:6443\n")
 
+// CheckOutputFile says what is wrong with path as a file to write: it names a
+// directory, its directory does not exist or is not a directory, or it cannot be
+// written there. WriteFile writes a temporary file beside path and renames it, so
+// the directory must be writable.
+func CheckOutputFile(path string) error {
+	if path == "" {
+		return errors.New("the path is empty; name a file, e.g. demo.kubeconfig")
+	}
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return fmt.Errorf("%s is a directory; name a file in it, e.g. %s", path, filepath.Join(path, "kubeconfig"))
+	}
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("the directory %s of %s does not exist; create it first (mkdir -p %s)", dir, path, dir)
+	case err != nil:
+		return fmt.Errorf("cannot use the directory %s of %s: %w", dir, path, err)
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory, so %s cannot be created in it", dir, path)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".check-*")
+	if err != nil {
+		return fmt.Errorf("cannot create files in the directory %s (%v); pick a path you can write", dir, unwrapPath(err))
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// unwrapPath drops the path from an *fs.PathError, for messages that name it already.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
 // WriteFile writes data to path with mode 0600, replacing the file atomically (an
 // existing file with looser permissions does not keep them).
 func WriteFile(path string, data []byte) error {
+	if err := CheckOutputFile(path); err != nil {
+		return fmt.Errorf("failed to write the kubeconfig: %w", err)
+	}
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
