@@ -20,7 +20,10 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/yaml"
 
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/e2e/kubevirt"
 	"github.com/knest-dev/knest/e2e/providers"
@@ -285,6 +289,8 @@ func leftovers(ctx context.Context, namespace string) []string {
 		&addonsv1.ClusterResourceSetList{}, &addonsv1.ClusterResourceSetBindingList{},
 		&kubevirtv1.VirtualMachineList{}, &kubevirtv1.VirtualMachineInstanceList{},
 		&corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &corev1.PodList{},
+		&corev1.PersistentVolumeClaimList{}, &hcpv1.HostedControlPlaneList{},
+		&appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &batchv1.JobList{}, &networkingv1.NetworkPolicyList{},
 	} {
 		if err := env.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
 			left = append(left, fmt.Sprintf("%T: %v", list, err))
