@@ -46,10 +46,14 @@ import (
 // would (knest kubeconfig --server).
 func tenantClient(t *testing.T, key client.ObjectKey) tenant {
 	t.Helper()
+	return tenantClientVia(t, key, fmt.Sprintf("https://127.0.0.1:%d", portForward(t, key)))
+}
+
+// tenantClientVia is an admin client of a tenant cluster through server.
+func tenantClientVia(t *testing.T, key client.ObjectKey, server string) tenant {
+	t.Helper()
 	path := filepath.Join(s.stateDir, key.Namespace+"-"+key.Name+".kubeconfig")
-	port := portForward(t, key)
-	args := []string{"kubeconfig", key.Name, "-n", key.Namespace, "--output-file", path,
-		"--server", fmt.Sprintf("https://127.0.0.1:%d", port)}
+	args := []string{"kubeconfig", key.Name, "-n", key.Namespace, "--output-file", path, "--server", server}
 	if _, err := knestCmd(t, t.Context(), args...); err != nil {
 		t.Fatalf("knest kubeconfig: %v", err)
 	}

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 )
 
@@ -352,7 +355,7 @@ func expectGone(t *testing.T, ns, machine, vm string) {
 
 // expectNamespaceEmpty: nothing created for the cluster is left in its namespace
 // (CAPI and CAPK objects, VMs, VMIs, virt-launcher pods, volume claims, Secrets,
-// Services, ConfigMaps, NetworkPolicies).
+// Services, ConfigMaps, NetworkPolicies, and a hosted control plane's workloads).
 func expectNamespaceEmpty(t *testing.T, ns string) {
 	t.Helper()
 	g := NewWithT(t)
@@ -363,6 +366,7 @@ func expectNamespaceEmpty(t *testing.T, ns string) {
 		&kubevirtv1.VirtualMachineList{}, &kubevirtv1.VirtualMachineInstanceList{},
 		&corev1.PodList{}, &corev1.PersistentVolumeClaimList{},
 		&corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &networkingv1.NetworkPolicyList{},
+		&hcpv1.HostedControlPlaneList{}, &appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &batchv1.JobList{},
 	}
 	g.Eventually(func(g Gomega) {
 		for _, l := range lists {

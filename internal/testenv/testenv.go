@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1alpha1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/childproc"
 )
@@ -87,6 +88,7 @@ func NewScheme() *runtime.Scheme {
 		infrav1.AddToScheme,
 		kubevirtv1.AddToScheme,
 		knestv1alpha1.AddToScheme,
+		hcpv1.AddToScheme,
 	} {
 		utilruntime.Must(add(s))
 	}

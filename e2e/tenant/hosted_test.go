@@ -1,0 +1,167 @@
+//go:build e2e
+
+package tenant_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	"github.com/knest-dev/knest/e2e/internal/probe"
+	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/hosted"
+)
+
+// TestHostedCluster runs a tenant whose control plane is pods on the host
+// (--control-plane-mode hosted) through create, a worker, a Service, logs through the
+// API server, isolation and delete. Its API is reached as a user outside the host
+// network would: through the Service's NodePort on a host node.
+func TestHostedCluster(t *testing.T) {
+	key := client.ObjectKey{Namespace: newNamespace(t), Name: "hosted"}
+	t.Cleanup(func() {
+		if t.Failed() {
+			diagnose(key)
+		}
+	})
+	var tc tenant
+	ok := t.Run("create", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx, cancel := context.WithTimeout(t.Context(), createTimeout)
+		defer cancel()
+		start := time.Now()
+		step := "create hosted"
+		go watchCreate(ctx, step, key, start)
+		go watchHostedAPI(ctx, step, key, start)
+		_, err := knestCmd(t, ctx, "create", key.Name, "-n", key.Namespace, "--control-plane-mode", "hosted",
+			"--service-type", "NodePort", "--workers", "1", "--worker-cpu", "1", "--worker-memory", "2Gi",
+			"--timeout", createTimeout.String())
+		g.Expect(err).NotTo(HaveOccurred(), "knest create")
+		s.timeline.add(step, "knest create returned (Ready)", time.Since(start))
+
+		tc = hostedTenantClient(t, key)
+		expectNodesReady(t, tc, 1)
+		s.timeline.add(step, "the worker Ready", time.Since(start))
+		expectAddonsRunning(t, tc, 1)
+		expectServiceAnswers(t, tc, 2)
+		s.timeline.add(step, "a Service answers in the tenant", time.Since(start))
+		expectOneVMPerMachine(t, key)
+	})
+	if !ok {
+		return
+	}
+	t.Run("logs through the hosted API server", func(t *testing.T) {
+		pods := &corev1.PodList{}
+		NewWithT(t).Expect(tc.List(t.Context(), pods, client.InNamespace("default"), client.MatchingLabels{"app": echoName})).To(Succeed())
+		NewWithT(t).Expect(pods.Items).NotTo(BeEmpty())
+		// busybox httpd logs nothing; what matters is that the API server reached the
+		// kubelet in the VM and got an answer.
+		_ = podLogs(t, tc, &pods.Items[0])
+	})
+	t.Run("isolated from another namespace's pods", func(t *testing.T) { expectHostedIsolated(t, key) })
+
+	t.Run("delete", func(t *testing.T) {
+		g := NewWithT(t)
+		ctx, cancel := context.WithTimeout(t.Context(), deleteTimeout)
+		defer cancel()
+		start := time.Now()
+		_, err := knestCmd(t, ctx, "delete", key.Name, "-n", key.Namespace, "--timeout", deleteTimeout.String())
+		g.Expect(err).NotTo(HaveOccurred(), "knest delete")
+		s.timeline.add("delete hosted", "knest delete returned", time.Since(start))
+		expectNamespaceEmpty(t, key.Namespace)
+		s.timeline.add("delete hosted", "nothing left on the host", time.Since(start))
+	})
+}
+
+// watchHostedAPI records when the hosted control plane's API server pods became
+// available and when the control plane reported itself initialized.
+func watchHostedAPI(ctx context.Context, step string, key client.ObjectKey, start time.Time) {
+	var available, initialized bool
+	every(ctx, 2*time.Second, func(ctx context.Context) {
+		d := &appsv1.Deployment{}
+		if !available && s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: hosted.DeploymentName(key.Name)}, d) == nil && d.Status.AvailableReplicas > 0 {
+			available = true
+			s.timeline.add(step, "hosted API server available", time.Since(start))
+		}
+		hcp := &hcpv1.HostedControlPlane{}
+		if !initialized && s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: cluster.ControlPlaneName(key.Name)}, hcp) == nil &&
+			ptr.Deref(hcp.Status.Initialization.ControlPlaneInitialized, false) {
+			initialized = true
+			s.timeline.add(step, "control plane initialized (kubeadm's phases done)", time.Since(start))
+		}
+	})
+}
+
+// hostedTenantClient reaches the hosted API server through its Service's NodePort on
+// the first host node.
+func hostedTenantClient(t *testing.T, key client.ObjectKey) tenant {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := s.host.Get(t.Context(), client.ObjectKey{Namespace: key.Namespace, Name: hosted.ServiceName(key.Name)}, svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.Type != corev1.ServiceTypeNodePort || len(svc.Spec.Ports) == 0 {
+		t.Fatalf("Service %s is %s, not a NodePort", svc.Name, svc.Spec.Type)
+	}
+	nodes := &corev1.NodeList{}
+	if err := s.host.List(t.Context(), nodes); err != nil || len(nodes.Items) == 0 {
+		t.Fatalf("host nodes: %v", err)
+	}
+	for _, a := range nodes.Items[0].Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return tenantClientVia(t, key, "https://"+a.Address+":"+strconv.Itoa(int(svc.Spec.Ports[0].NodePort)))
+		}
+	}
+	t.Fatalf("host node %s has no InternalIP", nodes.Items[0].Name)
+	return tenant{}
+}
+
+// expectHostedIsolated: another namespace's pod reaches the tenant's API server (open
+// to all, like a VM control plane's) but not its etcd or its worker's kubelet; its
+// own API server reaches etcd (the API answers), and the worker reaches no pod of
+// another namespace.
+func expectHostedIsolated(t *testing.T, key client.ObjectKey) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	ns := newNamespace(t)
+	t.Cleanup(func() {
+		_ = s.host.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
+	})
+	other := probe.Client{Namespace: ns}
+	server := probe.Server(t, s.host, ns, "server", nil)
+	g.Expect(probe.Connect(t, s.host, other, server, probe.ServerPort)).To(BeTrue(), "a pod of its own namespace reaches the server")
+
+	podIP := func(component string) string {
+		pods := &corev1.PodList{}
+		g.Expect(s.host.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{hosted.ComponentLabel: component})).To(Succeed())
+		for _, p := range pods.Items {
+			if p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning {
+				return p.Status.PodIP
+			}
+		}
+		t.Fatalf("no running %s pod of %s", component, key)
+		return ""
+	}
+	g.Expect(probe.Connect(t, s.host, other, podIP(hosted.ComponentAPIServer), hosted.APIServerPort)).To(BeTrue(), "another namespace's pod reaches the API server")
+	g.Expect(probe.Connect(t, s.host, other, podIP(hosted.ComponentEtcd), hosted.EtcdPort)).To(BeFalse(), "another namespace's pod reaches etcd")
+
+	tc := hostedTenantClient(t, key)
+	nodes := &corev1.NodeList{}
+	g.Expect(tc.List(ctx, nodes)).To(Succeed())
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				g.Expect(probe.Connect(t, s.host, other, a.Address, 10250)).To(BeFalse(), "another namespace's pod reaches %s's kubelet", n.Name)
+			}
+		}
+	}
+	g.Expect(canConnect(t, tc, server, probe.ServerPort)).To(BeFalse(), "%s's nodes reach a pod of another namespace", key)
+}
