@@ -4,12 +4,14 @@
 #
 #   base/<hash>/       Debian root filesystem tarball, kernel, initrd   (packages only)
 #   kube/<version>/    kubelet, kubeadm, kubectl and the control-plane binaries
-#   bin/<name>-<ver>/  etcd, coredns, flanneld, the flannel CNI plugin, pause
+#   bin/<name>-<ver>/  etcd, coredns, flanneld, the flannel CNI plugin, konnectivity
 #   images/<hash>/     images.tar: the preloaded container images (OCI archive)
+#   hosted/<hash>/     hosted-images.tar: the images of a hosted control plane (OCI archive)
 #   disk/<version>-<hash>/  disk.raw as assembled, images not yet imported
 #   out/<version>-<hash>/  disk.raw (images imported by one boot under qemu, see
 #                      scripts/bake.sh), disk.qcow2, vmlinuz, initrd.img, manifest.json,
-#                      bake.log, node-containerdisk.tar, node-kernel.tar (OCI archives)
+#                      bake.log, node-containerdisk.tar, node-kernel.tar (OCI archives),
+#                      hosted-images.tar (a link to hosted/<hash>/hosted-images.tar)
 #   out/<version>      symlink to the newest complete output of that version
 #
 # A step writes to a .tmp path and renames it when complete, so an interrupted build
@@ -148,6 +150,14 @@ mapfile -t coredns_versions < <({
 	sed -n 's/^\s*coreDNSv1[0-9]*\s*=\s*"\(v[0-9.]*\)".*/\1/p' "$repo/pkg/cluster/coredns.go"
 } | sort -u)
 flannel_version=$(tag "$flannel_ref")
+# Hosted control planes (the control plane as pods on the host cluster) use these
+# references, and kube-apiserver, kube-controller-manager, kube-scheduler, etcd and
+# pause as kubeadm lists them; the controller names them alike. The konnectivity
+# images are upstream's (binary at /, entrypoint it, uid 65532 as distroless:nonroot).
+konnectivity_version=v0.33.0
+proxy_server_ref=registry.k8s.io/kas-network-proxy/proxy-server:$konnectivity_version
+proxy_agent_ref=registry.k8s.io/kas-network-proxy/proxy-agent:$konnectivity_version
+kubeadm_ref=knest.local/kubeadm:$version
 # The flannel CNI plugin's own repository is not served by the Go module proxy; the
 # plugin lived in containernetworking/plugins until v0.9.1, which is what we build.
 flannel_cni_version=${FLANNEL_CNI_VERSION:-v0.9.1}
@@ -171,6 +181,19 @@ replace github.com/tencentcloud/tencentcloud-sdk-go/tencentcloud/vpc => $here/st
 "$here/scripts/build-gomod.sh" github.com/containernetworking/plugins "$flannel_cni_version" \
 	github.com/containernetworking/plugins/plugins/meta/flannel \
 	"$cache/mod/cni-plugins-$flannel_cni_version" "$bin/cni-flannel-$flannel_cni_version/flannel"
+# konnectivity: the checksum database has no entry for this module (404), so it is
+# fetched with GONOSUMDB (go.sum still pins what was fetched). Upstream builds it with
+# the konnectivity-client of the same tag (a replace to ./konnectivity-client, which
+# does not apply to a dependency), hence the replace to that tag.
+for p in server agent; do
+	GONOSUMDB=sigs.k8s.io/apiserver-network-proxy \
+		GOMOD_EXTRA="replace sigs.k8s.io/apiserver-network-proxy/konnectivity-client => sigs.k8s.io/apiserver-network-proxy/konnectivity-client $konnectivity_version" \
+		"$here/scripts/build-gomod.sh" sigs.k8s.io/apiserver-network-proxy "$konnectivity_version" \
+		"sigs.k8s.io/apiserver-network-proxy/cmd/$p" "$cache/mod/konnectivity-$p-$konnectivity_version" \
+		"$bin/konnectivity-$konnectivity_version/proxy-$p"
+done
+proxy_server=$bin/konnectivity-$konnectivity_version/proxy-server
+proxy_agent=$bin/konnectivity-$konnectivity_version/proxy-agent
 tools_hash=$(hash_inputs "$here/tools/go.mod" "$here/tools/go.sum" "$here/tools/cmd")
 tools=$cache/tools/$tools_hash
 build_tools() {
@@ -180,7 +203,8 @@ step "$tools" build_tools
 
 # --- 5. preloaded images -------------------------------------------------------------
 # Userland some images need (kube-proxy and flanneld call iptables; the flannel
-# manifests' init containers call cp) comes from Debian packages in the base.
+# manifests' init containers call cp; a hosted control plane's kubeadm jobs run shell
+# scripts) comes from Debian packages in the base.
 utils=$cache/utils/$(hash_inputs "$base_hash" "$here/build.sh")
 build_utils() {
 	local root=$tmp/rootfs
@@ -193,7 +217,7 @@ build_utils() {
 		ln -s xtables-nft-multi "$t/usr/sbin/$n"
 	done
 	cp -a "$root/usr/bin/busybox" "$t/bin/busybox"
-	for n in sh cp mv rm ls cat mkdir ln echo sleep; do ln -s busybox "$t/bin/$n"; done
+	for n in sh cp mv rm ls cat mkdir ln echo sleep base64 sed test [ chmod env head tr; do ln -s busybox "$t/bin/$n"; done
 	# The shared libraries xtables-nft-multi and its dlopen()ed extensions link (the
 	# statistic match, which kube-proxy uses for Services with several endpoints,
 	# needs libm), and the extensions themselves.
@@ -225,35 +249,88 @@ done
 images_hash=$(hash_inputs "${kubeadm_images[*]} ${coredns_refs[*]} $flannel_ref $flannel_cni_ref" "$tools" "$utils" \
 	"$kube/kube-apiserver" "$kube/kube-controller-manager" "$kube/kube-scheduler" "$kube/kube-proxy" \
 	"$bin/etcd-$etcd_version/etcd" "${coredns_bins[@]}" \
-	"$bin/flannel-$flannel_version/flanneld" "$bin/cni-flannel-$flannel_cni_version/flannel")
+	"$bin/flannel-$flannel_version/flanneld" "$bin/cni-flannel-$flannel_cni_version/flannel" \
+	"$proxy_agent_ref" "$proxy_agent")
 images=$cache/images/$images_hash
+# Spec lines of the images both archives have (the node's and the hosted one), so that
+# an image has the same digest in both.
+spec_kube() { # component
+	printf ' {"ref": "%s", "layers": [{"files": [{"src": "%s", "dst": "/usr/local/bin/%s", "mode": "0755"}]}]},\n' \
+		"$(image_ref "$1")" "$kube/$1" "$1"
+}
+spec_etcd() {
+	printf ' {"ref": "%s", "layers": [{"files": [{"src": "%s", "dst": "/usr/local/bin/etcd", "mode": "0755"}]}]},\n' \
+		"$etcd_ref" "$bin/etcd-$etcd_version/etcd"
+}
+spec_pause() {
+	printf ' {"ref": "%s", "layers": [{"files": [{"src": "%s", "dst": "/pause", "mode": "0755"}]}], "entrypoint": ["/pause"]},\n' \
+		"$pause_ref" "$tools/pause"
+}
+spec_proxy() { # ref binary: as upstream's images, /<binary> run as distroless:nonroot's uid
+	local name
+	name=$(basename "$2")
+	printf ' {"ref": "%s", "layers": [{"files": [{"src": "%s", "dst": "/%s", "mode": "0755"}]}], "entrypoint": ["/%s"], "user": "65532"},\n' \
+		"$1" "$2" "$name" "$name"
+}
 build_images() {
 	local k=$kube
 	cat >"$tmp/spec.json" <<EOF
 {"images": [
- {"ref": "$(image_ref kube-apiserver)", "layers": [{"files": [{"src": "$k/kube-apiserver", "dst": "/usr/local/bin/kube-apiserver", "mode": "0755"}]}]},
- {"ref": "$(image_ref kube-controller-manager)", "layers": [{"files": [{"src": "$k/kube-controller-manager", "dst": "/usr/local/bin/kube-controller-manager", "mode": "0755"}]}]},
- {"ref": "$(image_ref kube-scheduler)", "layers": [{"files": [{"src": "$k/kube-scheduler", "dst": "/usr/local/bin/kube-scheduler", "mode": "0755"}]}]},
+$(spec_kube kube-apiserver)
+$(spec_kube kube-controller-manager)
+$(spec_kube kube-scheduler)
  {"ref": "$(image_ref kube-proxy)", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$k/kube-proxy", "dst": "/usr/local/bin/kube-proxy", "mode": "0755"}]}]},
- {"ref": "$etcd_ref", "layers": [{"files": [{"src": "$bin/etcd-$etcd_version/etcd", "dst": "/usr/local/bin/etcd", "mode": "0755"}]}]},
+$(spec_etcd)
 $(for i in "${!coredns_refs[@]}"; do
 	echo " {\"ref\": \"${coredns_refs[$i]}\", \"layers\": [{\"files\": [{\"src\": \"${coredns_bins[$i]}\", \"dst\": \"/coredns\", \"mode\": \"0755\"}]}], \"entrypoint\": [\"/coredns\"]},"
 done)
- {"ref": "$pause_ref", "layers": [{"files": [{"src": "$tools/pause", "dst": "/pause", "mode": "0755"}]}], "entrypoint": ["/pause"]},
+$(spec_pause)
+$(spec_proxy "$proxy_agent_ref" "$proxy_agent")
  {"ref": "$flannel_ref", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$bin/flannel-$flannel_version/flanneld", "dst": "/opt/bin/flanneld", "mode": "0755"}]}], "entrypoint": ["/opt/bin/flanneld"]},
  {"ref": "$flannel_cni_ref", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$bin/cni-flannel-$flannel_cni_version/flannel", "dst": "/flannel", "mode": "0755"}]}]}
 ]}
 EOF
 	log "writing the preloaded images archive"
 	"$tools/ociimage" containers -spec "$tmp/spec.json" -out "$tmp/images.tar"
-	printf '%s\n' "${kubeadm_images[@]}" "${coredns_refs[@]}" "$flannel_ref" "$flannel_cni_ref" | awk '!seen[$0]++' >"$tmp/refs.txt"
+	printf '%s\n' "${kubeadm_images[@]}" "${coredns_refs[@]}" "$flannel_ref" "$flannel_cni_ref" "$proxy_agent_ref" |
+		awk '!seen[$0]++' >"$tmp/refs.txt"
 }
 step "$images" build_images
+
+# --- 5b. hosted control-plane images -------------------------------------------------
+# What a hosted control plane of this version runs on the host cluster (hack/kind/up.sh
+# loads it there): the control plane, etcd, pause, kubeadm (certificates, kubeconfigs
+# and uploads in jobs, hence the shell and tools of $utils) and konnectivity's server
+# beside kube-apiserver; its agent too, which runs in the tenant and is preloaded there.
+hosted_refs=("$(image_ref kube-apiserver)" "$(image_ref kube-controller-manager)" "$(image_ref kube-scheduler)"
+	"$etcd_ref" "$pause_ref" "$kubeadm_ref" "$proxy_server_ref" "$proxy_agent_ref")
+hosted_hash=$(hash_inputs "${hosted_refs[*]}" "$tools" "$utils" \
+	"$kube/kube-apiserver" "$kube/kube-controller-manager" "$kube/kube-scheduler" "$kube/kubeadm" \
+	"$bin/etcd-$etcd_version/etcd" "$proxy_server" "$proxy_agent")
+hosted=$cache/hosted/$hosted_hash
+build_hosted() {
+	cat >"$tmp/spec.json" <<EOF
+{"images": [
+$(spec_kube kube-apiserver)
+$(spec_kube kube-controller-manager)
+$(spec_kube kube-scheduler)
+$(spec_etcd)
+$(spec_pause)
+$(spec_proxy "$proxy_server_ref" "$proxy_server")
+$(spec_proxy "$proxy_agent_ref" "$proxy_agent")
+ {"ref": "$kubeadm_ref", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$kube/kubeadm", "dst": "/usr/local/bin/kubeadm", "mode": "0755"}]}]}
+]}
+EOF
+	log "writing the hosted control-plane images archive"
+	"$tools/ociimage" containers -spec "$tmp/spec.json" -out "$tmp/hosted-images.tar"
+	printf '%s\n' "${hosted_refs[@]}" >"$tmp/refs.txt"
+}
+step "$hosted" build_hosted
 
 # --- 6. disk as assembled -----------------------------------------------------------
 # What a VM boots with direct kernel boot (also written to manifest.json).
 kernel_args="root=LABEL=knest-root ro console=ttyS0"
-disk_hash=$(hash_inputs "$base_hash" "$images_hash" "$version" "$here/rootfs/overlay" "$here/rootfs/templates" "$0" \
+disk_hash=$(hash_inputs "$base_hash" "$images_hash" "${hosted_refs[*]}" "$version" "$here/rootfs/overlay" "$here/rootfs/templates" "$0" \
 	"$kube/kubelet" "$kube/kubeadm" "$kube/kubectl")
 disk=$cache/disk/$version-$disk_hash
 image_repo=${NODE_IMAGE_REPOSITORY:-knest/node}
@@ -289,6 +366,11 @@ write_manifest() {
 		sed 's/^\(.*\)=\(.*\)$/    "\1": "\2"/' | paste -sd, - | sed 's/,/,\n/g')
 	local refs
 	refs=$(sed 's/.*/    "&"/' "$images/refs.txt" | paste -sd, - | sed 's/,/,\n/g')
+	# The hosted control plane's images are not on the disk (hosted-images.tar beside
+	# it); one line, because the bake takes every line that is a bare quoted string
+	# for a preloaded image (rootfs/overlay/usr/lib/knest/bake).
+	local hosted_list
+	hosted_list=$(sed 's/.*/"&"/' "$hosted/refs.txt" | paste -sd, - | sed 's/,/, /g')
 	cat <<EOF
 {
   "kubernetesVersion": "$version",
@@ -304,6 +386,7 @@ write_manifest() {
   "packages": {
 $pkgs
   },
+  "hostedControlPlaneImages": [$hosted_list],
   "images": [
 $refs
   ]
@@ -313,7 +396,7 @@ EOF
 step "$disk" build_disk
 
 # --- 7. bake (import the images by booting once), qcow2, containerDisk archives ------
-out_hash=$(hash_inputs "$disk_hash" "$tools_hash" "$bake" "$kernel_args" "$here/scripts/bake.sh" "$0")
+out_hash=$(hash_inputs "$disk_hash" "$tools_hash" "$hosted_hash" "$bake" "$kernel_args" "$here/scripts/bake.sh" "$0")
 out=$cache/out/$version-$out_hash
 build_out() {
 	if [ "$bake" = true ]; then
@@ -327,6 +410,8 @@ build_out() {
 	log "writing the containerDisk archives"
 	"$tools/ociimage" containerdisk -ref "$image_repo:$version" -disk "$tmp/disk.qcow2" -out "$tmp/node-containerdisk.tar"
 	"$tools/ociimage" kernelboot -ref "$kernel_repo:$version" -kernel "$tmp/vmlinuz" -initrd "$tmp/initrd.img" -out "$tmp/node-kernel.tar"
+	# A hard link: the same cache, and neither file is ever rewritten.
+	ln "$hosted/hosted-images.tar" "$tmp/hosted-images.tar"
 }
 step "$out" build_out
 ln -sfn "$(basename "$out")" "$cache/out/$version.tmp"

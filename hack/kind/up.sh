@@ -2,10 +2,10 @@
 # Brings up the host cluster for `make e2e` (docs/e2e.md), offline: a kind cluster
 # (podman or Docker) from the kind node image built here, KubeVirt from images built
 # from its module, Cluster API + CAPK managers as Deployments, knest's controller by
-# `kubectl apply -k config/default`, and the tenant node images of each version in
-# NODE_IMAGE_VERSIONS loaded into the node's containerd. Nothing is pulled from a
-# registry. Running it again on an existing cluster updates it. Settings:
-# hack/kind/env.sh; what it needs: hack/kind.mk.
+# `kubectl apply -k config/default`, and the tenant node images and hosted control-plane
+# images of each version in NODE_IMAGE_VERSIONS loaded into the node's containerd.
+# Nothing is pulled from a registry. Running it again on an existing cluster updates
+# it. Settings: hack/kind/env.sh; what it needs: hack/kind.mk.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -30,13 +30,20 @@ wait_for() {
 kind_engine
 [[ " $NODE_IMAGE_VERSIONS " == *" $NODE_KUBE_VERSION "* ]] ||
   die "NODE_IMAGE_VERSIONS ($NODE_IMAGE_VERSIONS) does not include NODE_KUBE_VERSION ($NODE_KUBE_VERSION), whose images the env file names"
-node_images=()
+node_images=() hosted_images=()
 for v in $NODE_IMAGE_VERSIONS; do
   node_images+=("$NODE_IMAGES_DIR/$v/node-containerdisk.tar" "$NODE_IMAGES_DIR/$v/node-kernel.tar")
+  hosted_images+=("$NODE_IMAGES_DIR/$v/hosted-images.tar")
 done
 for f in "$KIND" "$KUBE_BIN_DIR/kubectl" "$KIND_NODE_DIR/kind-node.tar" "${node_images[@]}" \
   "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml" "$PROVIDERS_INSTALL/components.yaml"; do
   [[ -e $f ]] || die "$f missing: run make e2e (or the target that builds it, see hack/kind.mk; make node-images for every version)"
+done
+# What hosted control planes run on this host (images/build.sh writes it beside the
+# node image; a node image built before hosted control planes has none).
+for f in "${hosted_images[@]}"; do
+  v=$(basename "$(dirname "$f")")
+  [[ -e $f ]] || die "$f missing (the hosted control-plane images of $v): run make node-image NODE_KUBE_VERSION=$v (make node-images for every version)"
 done
 command -v "$KIND_ENGINE" >/dev/null || die "$KIND_ENGINE not found (make kind-tools installs podman)"
 tmp=$(mktemp -d)
@@ -135,8 +142,10 @@ manager() { # ref, binary
 } >"$tmp/components.json"
 (cd images/tools && "$GO" run ./cmd/ociimage containers -spec "$tmp/components.json" -out "$tmp/components.tar")
 
-step "loading images into the node (tenant node images $NODE_IMAGE_VERSIONS, KubeVirt, managers)"
-for archive in "${node_images[@]}" "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" "$tmp/components.tar"; do
+# The hosted archive of the kind node's own version holds its control plane's images
+# again, built alike: same digests, so the running ones are unaffected.
+step "loading images into the node (tenant node and hosted control-plane images $NODE_IMAGE_VERSIONS, KubeVirt, managers)"
+for archive in "${node_images[@]}" "${hosted_images[@]}" "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" "$tmp/components.tar"; do
   "$KIND" load image-archive "$archive" --name "$KIND_CLUSTER"
 done
 # An OCI archive names Docker Hub images index.docker.io/...; the CRI looks them up
