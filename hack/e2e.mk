@@ -1,9 +1,9 @@
 # The end-to-end suite and the demo on the kind host with real KubeVirt, included from
 # the top-level Makefile after hack/kind.mk (the host: KIND_PREREQS, KIND_ENV,
 # kind-host-up): `make e2e` (in .ci/run), `make e2e-full`, `make e2e-upgrade` and
-# `make demo`. The suite e2e/tenant has two tests, each run by its own target:
-# TestTenantCluster (e2e, e2e-full) and TestUpgrade (e2e-upgrade, e2e-full); e2e also
-# runs the kind checks (e2e/kind) first.
+# `make demo`. The suite e2e/tenant has three tests: TestTenantCluster and
+# TestHostedCluster (a hosted control plane) run by e2e and e2e-full, TestUpgrade by
+# e2e-upgrade and e2e-full; e2e also runs the kind checks (e2e/kind) first.
 
 ##@ End to end and demo on the kind host
 
@@ -21,10 +21,10 @@ DEMO_DIR ?= $(KNEST_CACHE)/demo
 DEMO_CLUSTER ?= knest-demo
 
 .PHONY: e2e
-e2e: $(KIND_PREREQS) ## Bring up the kind host, run the kind checks, then create, scale and delete a tenant cluster with the CLI (in .ci/run; KEEP=1 keeps the host).
+e2e: $(KIND_PREREQS) ## Bring up the kind host, run the kind checks, then create, scale and delete a tenant cluster, and a hosted one, with the CLI (in .ci/run; KEEP=1 keeps the host).
 	$(call kind-host-up,$(E2E_STATE_DIR)) $(KIND_CHECKS); \
 	KNEST_E2E_STATE_DIR=$(E2E_STATE_DIR) KNEST_E2E_FULL=$(KNEST_E2E_FULL) KNEST_E2E_SECOND_CLUSTER=$(KNEST_E2E_SECOND_CLUSTER) \
-		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run '^TestTenantCluster$$' $(GO_TEST_FLAGS) ./e2e/tenant
+		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run '^(TestTenantCluster|TestHostedCluster)$$' $(GO_TEST_FLAGS) ./e2e/tenant
 
 # The name issues and docs use for make e2e.
 .PHONY: e2e-kind
