@@ -216,7 +216,7 @@ func mount(name, path string) corev1.VolumeMount {
 // prepareScript lays Cluster API's Secrets out as kubeadm's certificate directory
 // and fills the pod's address and name into kubeadm's configuration.
 const prepareScript = `set -eu
-mkdir -p /pki/etcd
+mkdir -p /tmp /pki/etcd
 cp /secrets/ca/tls.crt /pki/ca.crt; cp /secrets/ca/tls.key /pki/ca.key
 [ ! -d /secrets/proxy ] || { cp /secrets/proxy/tls.crt /pki/front-proxy-ca.crt; cp /secrets/proxy/tls.key /pki/front-proxy-ca.key; }
 [ ! -d /secrets/etcd ] || { cp /secrets/etcd/tls.crt /pki/etcd/ca.crt; cp /secrets/etcd/tls.key /pki/etcd/ca.key; }
