@@ -125,7 +125,7 @@ func (in Input) Konnectivity() (*corev1.ConfigMap, *addonsv1.ClusterResourceSet,
 								"--health-server-port=8134",
 								"--service-account-token-path=/var/run/secrets/tokens/" + agentName + "-token",
 							},
-							Resources: requests("5m", "16Mi"),
+							Resources:    requests("5m", "16Mi"),
 							VolumeMounts: []corev1.VolumeMount{{Name: agentName + "-token", MountPath: "/var/run/secrets/tokens"}},
 						}},
 						Volumes: []corev1.Volume{{Name: agentName + "-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
