@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -70,6 +71,11 @@ func TestHostedControlPlaneContract(t *testing.T) {
 		g.Expect(s.Type).To(Equal(clusterv1.ClusterSecretType), name)
 		g.Expect(s.Labels).To(HaveKeyWithValue(clusterv1.ClusterNameLabel, "demo"), name)
 		g.Expect(metav1.IsControlledBy(s, hcp)).To(BeTrue(), "%s owners: %+v", name, s.OwnerReferences)
+	}
+	kubeconfig, err := clientcmd.Load(secretValue(ctx, g, in("demo-kubeconfig")))
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, c := range kubeconfig.Clusters {
+		g.Expect(c.Server).To(Equal("https://" + svc.Spec.ClusterIP + ":6443"))
 	}
 	kc := &capkv1.KubevirtCluster{}
 	g.Expect(env.Client.Get(ctx, key, kc)).To(Succeed())
@@ -181,6 +187,12 @@ func TestHostedControlPlaneContract(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(leftovers(ctx, ns.Name)).To(BeEmpty())
 	}, timeout, interval).Should(Succeed())
+}
+
+func secretValue(ctx context.Context, g Gomega, key client.ObjectKey) []byte {
+	s := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, key, s)).To(Succeed())
+	return s.Data["value"]
 }
 
 // setDeploymentStatus writes what the Deployment controller would for the

@@ -179,7 +179,7 @@ kind: ClusterConfiguration
 clusterName: %[3]s
 kubernetesVersion: %[4]s
 controlPlaneEndpoint: %[5]s
-certificatesDir: /pki
+certificatesDir: /etc/kubernetes/pki
 networking:
   podSubnet: %[6]s
   serviceSubnet: %[7]s
@@ -217,11 +217,11 @@ func mount(name, path string) corev1.VolumeMount {
 // prepareScript lays Cluster API's Secrets out as kubeadm's certificate directory
 // and fills the pod's address and name into kubeadm's configuration.
 const prepareScript = `set -eu
-mkdir -p /pki/etcd
-cp /secrets/ca/tls.crt /pki/ca.crt; cp /secrets/ca/tls.key /pki/ca.key
-[ ! -d /secrets/proxy ] || { cp /secrets/proxy/tls.crt /pki/front-proxy-ca.crt; cp /secrets/proxy/tls.key /pki/front-proxy-ca.key; }
-[ ! -d /secrets/etcd ] || { cp /secrets/etcd/tls.crt /pki/etcd/ca.crt; cp /secrets/etcd/tls.key /pki/etcd/ca.key; }
-[ ! -d /secrets/sa ] || { cp /secrets/sa/tls.crt /pki/sa.pub; cp /secrets/sa/tls.key /pki/sa.key; }
+mkdir -p /tmp /etc/kubernetes/pki/etcd
+cp /secrets/ca/tls.crt /etc/kubernetes/pki/ca.crt; cp /secrets/ca/tls.key /etc/kubernetes/pki/ca.key
+[ ! -d /secrets/proxy ] || { cp /secrets/proxy/tls.crt /etc/kubernetes/pki/front-proxy-ca.crt; cp /secrets/proxy/tls.key /etc/kubernetes/pki/front-proxy-ca.key; }
+[ ! -d /secrets/etcd ] || { cp /secrets/etcd/tls.crt /etc/kubernetes/pki/etcd/ca.crt; cp /secrets/etcd/tls.key /etc/kubernetes/pki/etcd/ca.key; }
+[ ! -d /secrets/sa ] || { cp /secrets/sa/tls.crt /etc/kubernetes/pki/sa.pub; cp /secrets/sa/tls.key /etc/kubernetes/pki/sa.key; }
 sed -e "s/@POD_IP@/${POD_IP:-}/g" -e "s/@POD_NAME@/${POD_NAME:-kubeadm}/g" /config/kubeadm.yaml >/tmp/kubeadm.yaml
 `
 
@@ -279,47 +279,47 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 		"advertise-address":                  in.ServiceIP,
 		"allow-privileged":                   "true",
 		"authorization-mode":                 "Node,RBAC",
-		"client-ca-file":                     "/pki/ca.crt",
+		"client-ca-file":                     "/etc/kubernetes/pki/ca.crt",
 		"enable-admission-plugins":           "NodeRestriction",
 		"enable-bootstrap-token-auth":        "true",
 		"egress-selector-config-file":        "/config/egress-selector.yaml",
-		"etcd-cafile":                        "/pki/etcd/ca.crt",
-		"etcd-certfile":                      "/pki/apiserver-etcd-client.crt",
-		"etcd-keyfile":                       "/pki/apiserver-etcd-client.key",
+		"etcd-cafile":                        "/etc/kubernetes/pki/etcd/ca.crt",
+		"etcd-certfile":                      "/etc/kubernetes/pki/apiserver-etcd-client.crt",
+		"etcd-keyfile":                       "/etc/kubernetes/pki/apiserver-etcd-client.key",
 		"etcd-servers":                       "https://" + net.JoinHostPort(etcdHost(c, in.ns()), strconv.Itoa(EtcdPort)),
-		"kubelet-client-certificate":         "/pki/apiserver-kubelet-client.crt",
-		"kubelet-client-key":                 "/pki/apiserver-kubelet-client.key",
+		"kubelet-client-certificate":         "/etc/kubernetes/pki/apiserver-kubelet-client.crt",
+		"kubelet-client-key":                 "/etc/kubernetes/pki/apiserver-kubelet-client.key",
 		"kubelet-preferred-address-types":    "InternalIP,ExternalIP,Hostname",
-		"proxy-client-cert-file":             "/pki/front-proxy-client.crt",
-		"proxy-client-key-file":              "/pki/front-proxy-client.key",
+		"proxy-client-cert-file":             "/etc/kubernetes/pki/front-proxy-client.crt",
+		"proxy-client-key-file":              "/etc/kubernetes/pki/front-proxy-client.key",
 		"requestheader-allowed-names":        "front-proxy-client",
-		"requestheader-client-ca-file":       "/pki/front-proxy-ca.crt",
+		"requestheader-client-ca-file":       "/etc/kubernetes/pki/front-proxy-ca.crt",
 		"requestheader-extra-headers-prefix": "X-Remote-Extra-",
 		"requestheader-group-headers":        "X-Remote-Group",
 		"requestheader-username-headers":     "X-Remote-User",
 		"secure-port":                        strconv.Itoa(APIServerPort),
 		"service-account-issuer":             "https://kubernetes.default.svc." + s.Network.DNSDomain,
-		"service-account-key-file":           "/pki/sa.pub",
-		"service-account-signing-key-file":   "/pki/sa.key",
+		"service-account-key-file":           "/etc/kubernetes/pki/sa.pub",
+		"service-account-signing-key-file":   "/etc/kubernetes/pki/sa.key",
 		"service-cluster-ip-range":           s.Network.ServiceCIDR,
-		"tls-cert-file":                      "/pki/apiserver.crt",
-		"tls-private-key-file":               "/pki/apiserver.key",
+		"tls-cert-file":                      "/etc/kubernetes/pki/apiserver.crt",
+		"tls-private-key-file":               "/etc/kubernetes/pki/apiserver.key",
 	}
 	controllerManager := map[string]string{
 		"allocate-node-cidrs":              "true",
 		"authentication-kubeconfig":        "/kubeconfig/controller-manager.conf",
 		"authorization-kubeconfig":         "/kubeconfig/controller-manager.conf",
 		"bind-address":                     "127.0.0.1",
-		"client-ca-file":                   "/pki/ca.crt",
+		"client-ca-file":                   "/etc/kubernetes/pki/ca.crt",
 		"cluster-cidr":                     s.Network.PodCIDR,
 		"cluster-name":                     c,
-		"cluster-signing-cert-file":        "/pki/ca.crt",
-		"cluster-signing-key-file":         "/pki/ca.key",
+		"cluster-signing-cert-file":        "/etc/kubernetes/pki/ca.crt",
+		"cluster-signing-key-file":         "/etc/kubernetes/pki/ca.key",
 		"controllers":                      "*,bootstrapsigner,tokencleaner",
 		"kubeconfig":                       "/kubeconfig/controller-manager.conf",
-		"requestheader-client-ca-file":     "/pki/front-proxy-ca.crt",
-		"root-ca-file":                     "/pki/ca.crt",
-		"service-account-private-key-file": "/pki/sa.key",
+		"requestheader-client-ca-file":     "/etc/kubernetes/pki/front-proxy-ca.crt",
+		"root-ca-file":                     "/etc/kubernetes/pki/ca.crt",
+		"service-account-private-key-file": "/etc/kubernetes/pki/sa.key",
 		"service-cluster-ip-range":         s.Network.ServiceCIDR,
 		"use-service-account-credentials":  "true",
 	}
@@ -332,7 +332,7 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 	for k, val := range leaderElection {
 		controllerManager[k], scheduler[k] = val, val
 	}
-	pki, kc := mount("pki", "/pki"), mount("kubeconfig", "/kubeconfig")
+	pki, kc := mount("pki", "/etc/kubernetes/pki"), mount("kubeconfig", "/kubeconfig")
 	// kubeadm points the components' kubeconfigs at the advertised address (the
 	// Service); they talk to the API server in their own pod instead.
 	certs := `for phase in apiserver apiserver-kubelet-client front-proxy-client apiserver-etcd-client; do
@@ -447,18 +447,18 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 		"listen-metrics-urls":   "http://0.0.0.0:" + strconv.Itoa(etcdMetrics),
 		"client-cert-auth":      "true",
 		"peer-client-cert-auth": "true",
-		"cert-file":             "/pki/etcd/server.crt",
-		"key-file":              "/pki/etcd/server.key",
-		"trusted-ca-file":       "/pki/etcd/ca.crt",
-		"peer-cert-file":        "/pki/etcd/peer.crt",
-		"peer-key-file":         "/pki/etcd/peer.key",
-		"peer-trusted-ca-file":  "/pki/etcd/ca.crt",
+		"cert-file":             "/etc/kubernetes/pki/etcd/server.crt",
+		"key-file":              "/etc/kubernetes/pki/etcd/server.key",
+		"trusted-ca-file":       "/etc/kubernetes/pki/etcd/ca.crt",
+		"peer-cert-file":        "/etc/kubernetes/pki/etcd/peer.crt",
+		"peer-key-file":         "/etc/kubernetes/pki/etcd/peer.key",
+		"peer-trusted-ca-file":  "/etc/kubernetes/pki/etcd/ca.crt",
 		"snapshot-count":        "10000",
 		// As the VM control planes' etcd (pkg/cluster): oversubscribed hosts.
 		"heartbeat-interval": "500",
 		"election-timeout":   "10000",
 	}
-	pki := mount("pki", "/pki")
+	pki := mount("pki", "/etc/kubernetes/pki")
 	data := mount("data", "/var/lib/etcd")
 	certs := `for phase in etcd-server etcd-peer; do kubeadm init phase certs $phase --config /tmp/kubeadm.yaml; done
 `

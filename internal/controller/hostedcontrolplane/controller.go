@@ -9,6 +9,8 @@ package hostedcontrolplane
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -254,12 +256,13 @@ func (r *Reconciler) setReplicas(hcp *hcpv1.HostedControlPlane, d *appsv1.Deploy
 // reconcileKubeconfig writes Cluster API's kubeconfig Secret for the endpoint, and
 // renews its client certificate as KubeadmControlPlane does.
 func (r *Reconciler) reconcileKubeconfig(ctx context.Context, clusterKey client.ObjectKey, ep clusterv1.APIEndpoint, owner metav1.OwnerReference) error {
-	url := fmt.Sprintf("https://%s:%d", ep.Host, ep.Port)
+	// Cluster API's helper takes host:port and adds the scheme.
+	hostPort := net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
 	s := &corev1.Secret{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: clusterKey.Namespace, Name: secret.Name(clusterKey.Name, secret.Kubeconfig)}, s)
 	switch {
 	case apierrors.IsNotFound(err):
-		return kubeconfig.CreateSecretWithOwner(ctx, r.Client, clusterKey, url, owner)
+		return kubeconfig.CreateSecretWithOwner(ctx, r.Client, clusterKey, hostPort, owner)
 	case err != nil:
 		return err
 	}

@@ -223,10 +223,12 @@ func phase(nc *knestv1.NestedCluster, s *scope, initialized bool) knestv1.Phase 
 		return knestv1.PhaseProvisioning
 	case conditions.IsTrue(nc, knestv1.ReadyCondition):
 		return knestv1.PhaseRunning
-	case s.heldVersion != "" || conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition) == knestv1.RollingOutReason || rollingOut(s):
-		return knestv1.PhaseUpgrading
+	// Before that, a new MachineDeployment's first machine counts as not up to date
+	// for a moment; that is no rollout.
 	case nc.Status.Phase == knestv1.PhaseProvisioning || nc.Status.Phase == "":
 		return knestv1.PhaseProvisioning
+	case s.heldVersion != "" || conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition) == knestv1.RollingOutReason || rollingOut(s):
+		return knestv1.PhaseUpgrading
 	default:
 		return knestv1.PhaseScaling
 	}

@@ -95,6 +95,14 @@ func TestSummarize(t *testing.T) {
 			wantCP: "1/1", wantWorkers: "1/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
+			// A new MachineDeployment's first machines are not up to date for a moment.
+			name:      "initialized, the pool's first machines just created",
+			scope:     scope{cluster: infra, controlPlane: kcpState(kcp(true, 1, 1, knestv1.DefaultVersion)), pools: pools(md(2, 0, 0))},
+			previous:  knestv1.PhaseProvisioning,
+			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: knestv1.RollingOutReason,
+			wantCP: "1/1", wantWorkers: "0/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
 			name:      "all ready",
 			scope:     scope{cluster: infra, controlPlane: kcpState(kcp(true, 1, 1, knestv1.DefaultVersion)), pools: pools(md(2, 2, 2))},
 			previous:  knestv1.PhaseProvisioning,
