@@ -77,6 +77,9 @@ func (in Input) konnectivityServerContainer(kc, pki corev1.VolumeMount) corev1.C
 	return corev1.Container{
 		Name: "konnectivity-server", Image: konnectivityServer, ImagePullPolicy: corev1.PullIfNotPresent,
 		Command: append([]string{"/proxy-server"}, args(flags)...), Resources: requests("5m", "16Mi"),
+		// The image runs as 65532 (upstream's distroless user); the key kubeadm wrote
+		// beside the API server's is root's alone.
+		SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)},
 		Ports:        []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: KonnectivityPort, Protocol: corev1.ProtocolTCP}},
 		VolumeMounts: []corev1.VolumeMount{pki, kc, mount("konnectivity", konnectivitySocketDir)},
 	}
