@@ -199,7 +199,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 	case sts.Status.ReadyReplicas < 1 && !initialized(hcp):
 		setAvailable(hcp, metav1.ConditionFalse, hcpv1.WaitingForEtcdReason, "Waiting for etcd")
 		return false, nil
-	case hcp.Status.Version != hcp.Spec.Version:
+	case hcp.Status.Version != hcp.Spec.Version || !rolledOut(deploy):
 		setAvailable(hcp, metav1.ConditionFalse, hcpv1.WaitingForAPIServerReason,
 			fmt.Sprintf("Waiting for an API server at %s (%d of %d available, %d up to date)", hcp.Spec.Version,
 				ptr.Deref(hcp.Status.AvailableReplicas, 0), ptr.Deref(hcp.Spec.Replicas, 1), ptr.Deref(hcp.Status.UpToDateReplicas, 0)))
@@ -223,6 +223,13 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 	hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
 	setAvailable(hcp, metav1.ConditionTrue, hcpv1.AvailableReason, "")
 	return false, nil
+}
+
+// rolledOut: every API server pod runs the current template and one is available,
+// so kubeadm's phases meet the configuration they upload.
+func rolledOut(d *appsv1.Deployment) bool {
+	st := d.Status
+	return st.ObservedGeneration >= d.Generation && st.UpdatedReplicas == st.Replicas && st.AvailableReplicas >= 1
 }
 
 func initialized(hcp *hcpv1.HostedControlPlane) bool {
