@@ -80,8 +80,8 @@ func (in Input) konnectivityServerContainer(kc, pki corev1.VolumeMount) corev1.C
 		// The image runs as 65532 (upstream's distroless user); the key kubeadm wrote
 		// beside the API server's is root's alone.
 		SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)},
-		Ports:        []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: KonnectivityPort, Protocol: corev1.ProtocolTCP}},
-		VolumeMounts: []corev1.VolumeMount{pki, kc, mount("konnectivity", konnectivitySocketDir)},
+		Ports:           []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: KonnectivityPort, Protocol: corev1.ProtocolTCP}},
+		VolumeMounts:    []corev1.VolumeMount{pki, kc, mount("konnectivity", konnectivitySocketDir)},
 	}
 }
 
