@@ -4,7 +4,8 @@
 #
 #   base/<hash>/       Debian root filesystem tarball, kernel, initrd   (packages only)
 #   kube/<version>/    kubelet, kubeadm, kubectl and the control-plane binaries
-#   bin/<name>-<ver>/  etcd, coredns, flanneld, the flannel CNI plugin, konnectivity
+#   bin/<name>-<ver>/  etcd, coredns, flanneld, the flannel CNI plugin, konnectivity,
+#                      agnhost (Kubernetes' e2e test image, for knest's e2e suite)
 #   images/<hash>/     images.tar: the preloaded container images (OCI archive)
 #   hosted/<hash>/     hosted-images.tar: the images of a hosted control plane (OCI archive)
 #   disk/<version>-<hash>/  disk.raw as assembled, images not yet imported
@@ -158,6 +159,9 @@ konnectivity_version=v0.33.0
 proxy_server_ref=registry.k8s.io/kas-network-proxy/proxy-server:$konnectivity_version
 proxy_agent_ref=registry.k8s.io/kas-network-proxy/proxy-agent:$konnectivity_version
 kubeadm_ref=knest.local/kubeadm:$version
+# Kubernetes' own e2e test image (its webhook subcommand is the e2e suite's tenant
+# admission webhook); test-only, preloaded because a tenant node pulls nothing.
+agnhost_ref=knest.local/agnhost:$version
 # The flannel CNI plugin's own repository is not served by the Go module proxy; the
 # plugin lived in containernetworking/plugins until v0.9.1, which is what we build.
 flannel_cni_version=${FLANNEL_CNI_VERSION:-v0.9.1}
@@ -192,6 +196,10 @@ for p in server agent; do
 		"sigs.k8s.io/apiserver-network-proxy/cmd/$p" "$cache/mod/konnectivity-$p-$konnectivity_version" \
 		"$bin/konnectivity-$konnectivity_version/proxy-$p"
 done
+# agnhost from the same k8s.io/kubernetes module and version as the Kubernetes
+# binaries (test/images/agnhost), in the same generated module.
+agnhost=$bin/agnhost-$version/agnhost
+"$here/scripts/build-kube.sh" "$version" "$cache/kube-mod/$version" "$(dirname "$agnhost")" agnhost
 proxy_server=$bin/konnectivity-$konnectivity_version/proxy-server
 proxy_agent=$bin/konnectivity-$konnectivity_version/proxy-agent
 tools_hash=$(hash_inputs "$here/tools/go.mod" "$here/tools/go.sum" "$here/tools/cmd")
@@ -250,7 +258,7 @@ images_hash=$(hash_inputs "${kubeadm_images[*]} ${coredns_refs[*]} $flannel_ref 
 	"$kube/kube-apiserver" "$kube/kube-controller-manager" "$kube/kube-scheduler" "$kube/kube-proxy" \
 	"$bin/etcd-$etcd_version/etcd" "${coredns_bins[@]}" \
 	"$bin/flannel-$flannel_version/flanneld" "$bin/cni-flannel-$flannel_cni_version/flannel" \
-	"$proxy_agent_ref" "$proxy_agent")
+	"$proxy_agent_ref" "$proxy_agent" "$agnhost_ref" "$agnhost")
 images=$cache/images/$images_hash
 # Spec lines of the images both archives have (the node's and the hosted one), so that
 # an image has the same digest in both.
@@ -286,13 +294,14 @@ $(for i in "${!coredns_refs[@]}"; do
 done)
 $(spec_pause)
 $(spec_proxy "$proxy_agent_ref" "$proxy_agent")
+ {"ref": "$agnhost_ref", "layers": [{"files": [{"src": "$agnhost", "dst": "/agnhost", "mode": "0755"}]}], "entrypoint": ["/agnhost"]},
  {"ref": "$flannel_ref", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$bin/flannel-$flannel_version/flanneld", "dst": "/opt/bin/flanneld", "mode": "0755"}]}], "entrypoint": ["/opt/bin/flanneld"]},
  {"ref": "$flannel_cni_ref", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$bin/cni-flannel-$flannel_cni_version/flannel", "dst": "/flannel", "mode": "0755"}]}]}
 ]}
 EOF
 	log "writing the preloaded images archive"
 	"$tools/ociimage" containers -spec "$tmp/spec.json" -out "$tmp/images.tar"
-	printf '%s\n' "${kubeadm_images[@]}" "${coredns_refs[@]}" "$flannel_ref" "$flannel_cni_ref" "$proxy_agent_ref" |
+	printf '%s\n' "${kubeadm_images[@]}" "${coredns_refs[@]}" "$flannel_ref" "$flannel_cni_ref" "$proxy_agent_ref" "$agnhost_ref" |
 		awk '!seen[$0]++' >"$tmp/refs.txt"
 }
 step "$images" build_images

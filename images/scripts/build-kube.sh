@@ -5,7 +5,9 @@
 #
 # usage: build-kube.sh VERSION MODDIR OUTDIR [BINARY...]
 # MODDIR holds the generated Go module (go.mod with one replace line per k8s.io
-# staging module, pinned to v0.MINOR.PATCH); binaries land in OUTDIR.
+# staging module, pinned to v0.MINOR.PATCH); binaries land in OUTDIR. A BINARY is a
+# command of k8s.io/kubernetes/cmd, or agnhost (test/images/agnhost, Kubernetes' own
+# e2e test image, in the same module).
 set -euo pipefail
 
 version=${1:?usage: build-kube.sh VERSION MODDIR OUTDIR [BINARY...]}
@@ -22,6 +24,14 @@ if ! [[ $version =~ ^v1\.([0-9]+)\.([0-9]+)$ ]]; then
 fi
 minor=${BASH_REMATCH[1]} patch=${BASH_REMATCH[2]}
 staging="v0.$minor.$patch"
+
+# pkg_of BINARY prints the package BINARY is built from.
+pkg_of() {
+	case $1 in
+	agnhost) echo k8s.io/kubernetes/test/images/agnhost ;;
+	*) echo "k8s.io/kubernetes/cmd/$1" ;;
+	esac
+}
 
 mkdir -p "$moddir" "$out"
 cd "$moddir"
@@ -49,11 +59,16 @@ if [ ! -f go.mod ] || ! grep -q "k8s.io/kubernetes $version" go.mod; then
 	} >go.mod.tmp
 	mv go.mod.tmp go.mod
 	rm -f go.sum
-	for b in "${bins[@]}"; do
-		tools+=("k8s.io/kubernetes/cmd/$b@$version")
-	done
-	$GO get -tool "${tools[@]}"
 fi
+# A package this module does not list as a tool yet (a generated module predating it,
+# or another call of this script for other binaries) is added; its dependencies are in
+# k8s.io/kubernetes's own go.mod, so the versions the other binaries build with stay.
+tools=()
+for b in "${bins[@]}"; do
+	p=$(pkg_of "$b")
+	grep -Eq "^(tool)?[[:space:]]+$p\$" go.mod || tools+=("$p@$version")
+done
+[ ${#tools[@]} -eq 0 ] || $GO get -tool "${tools[@]}"
 
 gitcommit=$(printf '%040d' 0)
 ldflags="-s -w"
@@ -74,6 +89,9 @@ for b in "${bins[@]}"; do
 		continue
 	fi
 	echo "building $b $version"
-	CGO_ENABLED=0 $GO build -trimpath -ldflags "$ldflags" -o "$out/$b.tmp" "k8s.io/kubernetes/cmd/$b"
+	extra=
+	# agnhost's own version (its image tag upstream) is in the VERSION file beside it.
+	[ "$b" != agnhost ] || extra=" -X main.Version=$(cat "$($GO list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/VERSION")"
+	CGO_ENABLED=0 $GO build -trimpath -ldflags "$ldflags$extra" -o "$out/$b.tmp" "$(pkg_of "$b")"
 	mv "$out/$b.tmp" "$out/$b"
 done
