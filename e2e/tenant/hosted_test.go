@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/e2e/internal/probe"
 	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/hosted"
@@ -62,7 +63,7 @@ func TestHostedCluster(t *testing.T) {
 	// The hosted API server sends its cluster traffic through konnectivity (its
 	// egress selector): kubelets, the tenant's pods and Services are reached through
 	// the agent in the worker, nothing else routes there from the host.
-	t.Run("the API server reaches the tenant through konnectivity", func(t *testing.T) {
+	t.Run("the API server reaches the tenant through konnectivity: logs, a Service, a webhook", func(t *testing.T) {
 		g := NewWithT(t)
 		pods := &corev1.PodList{}
 		g.Expect(tc.List(t.Context(), pods, client.InNamespace("default"), client.MatchingLabels{"app": echoName})).To(Succeed())
@@ -77,6 +78,7 @@ func TestHostedCluster(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred(), "the API server's proxy to the tenant Service %s", echoName)
 			g.Expect(string(body)).To(ContainSubstring("hello from " + echoName))
 		}, tenantTimeout, poll).Should(Succeed())
+		expectWebhookCalled(t, tc, knestv1.DefaultVersion)
 	})
 	t.Run("isolated from another namespace's pods", func(t *testing.T) { expectHostedIsolated(t, key) })
 
