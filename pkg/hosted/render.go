@@ -544,13 +544,16 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 // TenantBootstrapScript runs kubeadm's phases that give the tenant what `kubeadm
 // join` reads and the add-ons a kubeadm control plane installs. Each phase creates
 // or updates, so the Job runs again, unchanged, after an upgrade.
-const TenantBootstrapScript = `kubeadm init phase kubeconfig super-admin --config /tmp/kubeadm.yaml --kubeconfig-dir /tmp
-K=/tmp/super-admin.conf
-kubeadm init phase upload-config kubeadm --config /tmp/kubeadm.yaml --kubeconfig $K
-kubeadm init phase upload-config kubelet --config /tmp/kubeadm.yaml --kubeconfig $K
-kubeadm init phase bootstrap-token --config /tmp/kubeadm.yaml --kubeconfig $K --skip-token-print
-kubeadm init phase addon kube-proxy --config /tmp/kubeadm.yaml --kubeconfig $K
-kubeadm init phase addon coredns --config /tmp/kubeadm.yaml --kubeconfig $K
+//
+// The phases use kubeadm's default admin.conf, as `kubeadm init` does: kubeadm then
+// binds its kubeadm:cluster-admins group (with super-admin.conf), which the API
+// server's kubelet client certificate is in, so kubelets answer it (logs, exec).
+const TenantBootstrapScript = `for conf in admin super-admin; do kubeadm init phase kubeconfig $conf --config /tmp/kubeadm.yaml; done
+kubeadm init phase upload-config kubeadm --config /tmp/kubeadm.yaml
+kubeadm init phase upload-config kubelet --config /tmp/kubeadm.yaml
+kubeadm init phase bootstrap-token --config /tmp/kubeadm.yaml --skip-token-print
+kubeadm init phase addon kube-proxy --config /tmp/kubeadm.yaml
+kubeadm init phase addon coredns --config /tmp/kubeadm.yaml
 `
 
 // Job runs TenantBootstrapScript with the version's kubeadm. hash names the inputs
