@@ -12,10 +12,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/e2e/internal/probe"
 	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/hosted"
@@ -58,13 +60,25 @@ func TestHostedCluster(t *testing.T) {
 	if !ok {
 		return
 	}
-	t.Run("logs through the hosted API server", func(t *testing.T) {
+	// The hosted API server sends its cluster traffic through konnectivity (its
+	// egress selector): kubelets, the tenant's pods and Services are reached through
+	// the agent in the worker, nothing else routes there from the host.
+	t.Run("the API server reaches the tenant through konnectivity: logs, a Service, a webhook", func(t *testing.T) {
+		g := NewWithT(t)
 		pods := &corev1.PodList{}
-		NewWithT(t).Expect(tc.List(t.Context(), pods, client.InNamespace("default"), client.MatchingLabels{"app": echoName})).To(Succeed())
-		NewWithT(t).Expect(pods.Items).NotTo(BeEmpty())
-		// busybox httpd logs nothing; what matters is that the API server reached the
-		// kubelet in the VM and got an answer.
+		g.Expect(tc.List(t.Context(), pods, client.InNamespace("default"), client.MatchingLabels{"app": echoName})).To(Succeed())
+		g.Expect(pods.Items).NotTo(BeEmpty())
+		// busybox httpd logs nothing; the answer is what counts: the API server reached
+		// the kubelet in the VM.
 		_ = podLogs(t, tc, &pods.Items[0])
+		cs, err := kubernetes.NewForConfig(tc.cfg)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Eventually(func(g Gomega) {
+			body, err := cs.CoreV1().Services("default").ProxyGet("http", echoName, "80", "/", nil).DoRaw(t.Context())
+			g.Expect(err).NotTo(HaveOccurred(), "the API server's proxy to the tenant Service %s", echoName)
+			g.Expect(string(body)).To(ContainSubstring("hello from " + echoName))
+		}, tenantTimeout, poll).Should(Succeed())
+		expectWebhookCalled(t, tc, knestv1.DefaultVersion)
 	})
 	t.Run("isolated from another namespace's pods", func(t *testing.T) { expectHostedIsolated(t, key) })
 

@@ -137,9 +137,10 @@ func Service(hcp *hcpv1.HostedControlPlane, cluster string) *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			Type:     t,
 			Selector: selector(cluster, ComponentAPIServer),
-			Ports: []corev1.ServicePort{{
-				Name: "https", Port: APIServerPort, TargetPort: intstr.FromInt32(APIServerPort), Protocol: corev1.ProtocolTCP,
-			}},
+			Ports: []corev1.ServicePort{
+				{Name: "https", Port: APIServerPort, TargetPort: intstr.FromInt32(APIServerPort), Protocol: corev1.ProtocolTCP},
+				{Name: "konnectivity", Port: KonnectivityPort, TargetPort: intstr.FromInt32(KonnectivityPort), Protocol: corev1.ProtocolTCP},
+			},
 		},
 	}
 }
@@ -195,7 +196,7 @@ etcd:
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: in.meta(ConfigMapName(in.Cluster), ""),
-		Data:       map[string]string{"kubeadm.yaml": cfg},
+		Data:       map[string]string{"kubeadm.yaml": cfg, "egress-selector.yaml": egressSelectorConfiguration},
 	}, nil
 }
 
@@ -281,6 +282,7 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 		"client-ca-file":                     "/etc/kubernetes/pki/ca.crt",
 		"enable-admission-plugins":           "NodeRestriction",
 		"enable-bootstrap-token-auth":        "true",
+		"egress-selector-config-file":        "/config/egress-selector.yaml",
 		"etcd-cafile":                        "/etc/kubernetes/pki/etcd/ca.crt",
 		"etcd-certfile":                      "/etc/kubernetes/pki/apiserver-etcd-client.crt",
 		"etcd-keyfile":                       "/etc/kubernetes/pki/apiserver-etcd-client.key",
@@ -338,8 +340,9 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 done
 for conf in controller-manager scheduler; do
   kubeadm init phase kubeconfig $conf --config /tmp/kubeadm.yaml --kubeconfig-dir /kubeconfig
-  sed -i "s#server: .*#server: https://127.0.0.1:` + strconv.Itoa(APIServerPort) + `#" /kubeconfig/$conf.conf
 done
+kubeadm kubeconfig user --config /tmp/kubeadm.yaml --client-name ` + konnectivityUser + ` >/kubeconfig/konnectivity-server.conf
+sed -i "s#server: .*#server: https://127.0.0.1:` + strconv.Itoa(APIServerPort) + `#" /kubeconfig/*.conf
 `
 	// The kubelet probes the pod's address; kube-controller-manager and
 	// kube-scheduler serve on loopback only and restart themselves when they lose
@@ -390,8 +393,10 @@ done
 							Name: "kube-apiserver", Image: componentImage("kube-apiserver", v), ImagePullPolicy: corev1.PullIfNotPresent,
 							Command: append([]string{"kube-apiserver"}, args(apiserver)...), Resources: apiResources,
 							Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: APIServerPort, Protocol: corev1.ProtocolTCP}},
-							ReadinessProbe: readiness, LivenessProbe: liveness, VolumeMounts: []corev1.VolumeMount{pki},
+							ReadinessProbe: readiness, LivenessProbe: liveness,
+							VolumeMounts: []corev1.VolumeMount{pki, mount("config", "/config"), mount("konnectivity", konnectivitySocketDir)},
 						},
+						in.konnectivityServerContainer(kc, pki),
 						{
 							Name: "kube-controller-manager", Image: componentImage("kube-controller-manager", v), ImagePullPolicy: corev1.PullIfNotPresent,
 							Command: append([]string{"kube-controller-manager"}, args(controllerManager)...), Resources: requests("20m", "64Mi"),
@@ -411,7 +416,7 @@ done
 						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(c)},
 						}}},
-						emptyDir("pki"), emptyDir("kubeconfig"),
+						emptyDir("pki"), emptyDir("kubeconfig"), emptyDir("konnectivity"),
 					},
 				},
 			},
@@ -584,7 +589,7 @@ func (in Input) Job(hash string) *batchv1.Job {
 func JobSelector(cluster string) map[string]string { return selector(cluster, ComponentKubeadm) }
 
 // Policies fence the control-plane pods: only the cluster's own API server pods
-// reach its etcd; the API server's port is open (the endpoint is meant to be
+// reach its etcd; the API server's and the konnectivity server's ports are open (the endpoint is meant to be
 // reached, as a VM control plane's is: the tenant's VMs, Cluster API's and knest's
 // controllers, users through a NodePort or load balancer), and nothing else of its
 // pods is. The VMs' own policy (pkg/cluster) lets them reach pods of their cluster.
@@ -611,7 +616,7 @@ func (in Input) Policies() []*networkingv1.NetworkPolicy {
 			Ports: []networkingv1.NetworkPolicyPort{port(EtcdPort)},
 		}}),
 		policy(APIPolicyName(c), ComponentAPIServer, []networkingv1.NetworkPolicyIngressRule{{
-			Ports: []networkingv1.NetworkPolicyPort{port(APIServerPort)},
+			Ports: []networkingv1.NetworkPolicyPort{port(APIServerPort), port(KonnectivityPort)},
 		}}),
 	}
 }

@@ -50,6 +50,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=addons.cluster.x-k8s.io,resources=clusterresourcesets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 
 // fieldOwner is the server-side apply field manager of the host objects.
@@ -171,6 +172,15 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 	}
 	for _, p := range in.Policies() {
 		if err := r.apply(ctx, hcp, p); err != nil {
+			return false, err
+		}
+	}
+	agent, agentSet, err := in.Konnectivity()
+	if err != nil {
+		return false, err
+	}
+	for _, obj := range []client.Object{agent, agentSet} {
+		if err := r.apply(ctx, hcp, obj); err != nil {
 			return false, err
 		}
 	}

@@ -1,0 +1,109 @@
+//go:build e2e
+
+package tenant_test
+
+import (
+	"testing"
+
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/cert"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// expectWebhookCalled runs Kubernetes' agnhost webhook (preloaded on every node
+// image) behind a Service in the tenant, registers it for ConfigMaps, and expects the
+// API server to call it: the ConfigMap it refuses is refused with its reason. The
+// API server reaches the tenant's Service network only through konnectivity when the
+// control plane is hosted.
+func expectWebhookCalled(t *testing.T, tc tenant, version string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	const name, ns = "agnhost-webhook", "default"
+	host := name + "." + ns + ".svc"
+	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(host, nil, []string{host})
+	g.Expect(err).NotTo(HaveOccurred())
+	labels := map[string]string{"app": name}
+	objs := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}},
+		&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{
+						Containers: []corev1.Container{{
+							Name: "webhook", Image: agnhostImage(version), ImagePullPolicy: corev1.PullNever,
+							Args: []string{"webhook", "--tls-cert-file=/tls/tls.crt", "--tls-private-key-file=/tls/tls.key", "--port=8443"},
+							ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+								Path: "/readyz", Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}}},
+							VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/tls"}},
+						}},
+						Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name}}}},
+					},
+				},
+			},
+		},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(8443)}}}},
+	}
+	for _, o := range objs {
+		if err := tc.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating %T: %v", o, err)
+		}
+	}
+	g.Eventually(func(g Gomega) {
+		d := &appsv1.Deployment{}
+		g.Expect(tc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d)).To(Succeed())
+		g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
+	}, tenantTimeout, poll).Should(Succeed())
+
+	// Only ConfigMaps labelled for the test go to the webhook, so a failing webhook
+	// cannot block the cluster's own.
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name: "configmaps.knest.e2e",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{
+				Service:  &admissionregistrationv1.ServiceReference{Namespace: ns, Name: name, Path: ptr.To("/configmaps")},
+				CABundle: certPEM,
+			},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+			}},
+			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{"knest.dev/e2e-webhook": "true"}},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To[int32](10),
+		}},
+	}
+	g.Expect(client.IgnoreAlreadyExists(tc.Create(ctx, vwc))).To(Succeed())
+	refused := func() *corev1.ConfigMap {
+		return &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "refused-", Namespace: ns, Labels: map[string]string{"knest.dev/e2e-webhook": "true"}},
+			Data:       map[string]string{"webhook-e2e-test": "webhook-disallow"},
+		}
+	}
+	g.Eventually(func(g Gomega) {
+		err := tc.Create(ctx, refused())
+		g.Expect(err).To(HaveOccurred(), "the webhook refuses this ConfigMap")
+		g.Expect(err.Error()).To(ContainSubstring("the configmap contains unwanted key and value"), "the webhook's own reason")
+	}, tenantTimeout, poll).Should(Succeed())
+	allowed := refused()
+	allowed.Data = map[string]string{"webhook-e2e-test": "fine"}
+	g.Expect(tc.Create(ctx, allowed)).To(Succeed(), "the webhook allows this one")
+	g.Expect(tc.Delete(ctx, vwc)).To(Succeed())
+}
