@@ -116,7 +116,7 @@ func watchCreate(ctx context.Context, step string, key client.ObjectKey, start t
 					running++
 				}
 			}
-			mark("control-plane VM running", running >= 1)
+			mark("first VM running (the control plane's, unless hosted)", running >= 1)
 			mark("all VMs running (2)", running >= 2)
 		}
 		kcp := &controlplanev1.KubeadmControlPlane{}
