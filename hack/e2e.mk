@@ -16,6 +16,9 @@ KNEST_E2E_SECOND_CLUSTER ?=
 # newest. Create (up to 50 min), upgrade (up to 90) and delete.
 E2E_UPGRADE_TIMEOUT ?= 150m
 E2E_UPGRADE_STATE_DIR ?= $(KNEST_CACHE)/e2e/upgrade-last-run
+# Where the upgraded cluster's control plane runs: hosted (pods on the host) or vm;
+# a control-plane VM's surge does not fit 2 emulated cores.
+KNEST_E2E_CONTROL_PLANE_MODE ?= hosted
 DEMO_DIR ?= $(KNEST_CACHE)/demo
 # The demo's own kind cluster, so that make e2e neither reuses nor deletes it.
 DEMO_CLUSTER ?= knest-demo
@@ -43,7 +46,7 @@ e2e-upgrade: NODE_IMAGE_VERSIONS = $(NODE_KUBE_VERSIONS)
 e2e-upgrade: $(KIND_PREREQS) node-images ## Upgrade a tenant cluster on the kind host (oldest → newest of NODE_KUBE_VERSIONS) while a workload is polled; report its disruption.
 	$(call kind-host-up,$(E2E_UPGRADE_STATE_DIR)) \
 	unset KNEST_E2E_NODE_IMAGE KNEST_E2E_KERNEL_IMAGE; \
-	KNEST_E2E_STATE_DIR=$(E2E_UPGRADE_STATE_DIR) \
+	KNEST_E2E_STATE_DIR=$(E2E_UPGRADE_STATE_DIR) KNEST_E2E_CONTROL_PLANE_MODE=$(KNEST_E2E_CONTROL_PLANE_MODE) \
 		KNEST_E2E_UPGRADE_FROM=$(firstword $(NODE_KUBE_VERSIONS)) KNEST_E2E_UPGRADE_TO=$(lastword $(NODE_KUBE_VERSIONS)) \
 		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_UPGRADE_TIMEOUT) -run '^TestUpgrade$$' $(GO_TEST_FLAGS) ./e2e/tenant
 

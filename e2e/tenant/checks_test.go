@@ -46,6 +46,9 @@ import (
 // would (knest kubeconfig --server).
 func tenantClient(t *testing.T, key client.ObjectKey) tenant {
 	t.Helper()
+	if hostedControlPlane(t, key) {
+		return hostedTenantClient(t, key)
+	}
 	return tenantClientVia(t, key, fmt.Sprintf("https://127.0.0.1:%d", portForward(t, key)))
 }
 

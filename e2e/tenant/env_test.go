@@ -40,6 +40,8 @@ const (
 	// between; make e2e-upgrade sets them to the first and last of NODE_KUBE_VERSIONS.
 	envUpgradeFrom = "KNEST_E2E_UPGRADE_FROM"
 	envUpgradeTo   = "KNEST_E2E_UPGRADE_TO"
+	// envControlPlaneMode=hosted runs TestUpgrade with a hosted control plane.
+	envControlPlaneMode = "KNEST_E2E_CONTROL_PLANE_MODE"
 )
 
 // suite is what every step uses.

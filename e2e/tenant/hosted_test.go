@@ -4,6 +4,7 @@ package tenant_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -43,9 +44,7 @@ func TestHostedCluster(t *testing.T) {
 		step := "create hosted"
 		go watchCreate(ctx, step, key, start)
 		go watchHostedAPI(ctx, step, key, start)
-		_, err := knestCmd(t, ctx, "create", key.Name, "-n", key.Namespace, "--control-plane-mode", "hosted",
-			"--service-type", "NodePort", "--workers", "1", "--worker-cpu", "1", "--worker-memory", "2Gi",
-			"--timeout", createTimeout.String())
+		_, err := createCluster(t, ctx, key, append(slices.Clone(hostedFlags), "--workers", "1"), "--timeout", createTimeout.String())
 		g.Expect(err).NotTo(HaveOccurred(), "knest create")
 		s.timeline.add(step, "knest create returned (Ready)", time.Since(start))
 
@@ -112,6 +111,16 @@ func watchHostedAPI(ctx context.Context, step string, key client.ObjectKey, star
 			s.timeline.add(step, "control plane initialized (kubeadm's phases done)", time.Since(start))
 		}
 	})
+}
+
+// hostedControlPlane tells whether the cluster's control plane is hosted.
+func hostedControlPlane(t *testing.T, key client.ObjectKey) bool {
+	t.Helper()
+	nc := &knestv1.NestedCluster{}
+	if err := s.host.Get(t.Context(), key, nc); err != nil {
+		t.Fatalf("reading NestedCluster %s: %v", key, err)
+	}
+	return nc.Spec.ControlPlane.IsHosted()
 }
 
 // hostedTenantClient reaches the hosted API server through its Service's NodePort on

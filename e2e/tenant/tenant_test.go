@@ -54,6 +54,10 @@ const (
 // a worker runs with one.
 var nodeFlags = []string{"--worker-cpu", "1", "--worker-memory", "2Gi", "--control-plane-memory", "3Gi"}
 
+// hostedFlags make a cluster's control plane hosted, its API reachable from this
+// process through a NodePort (hostedTenantClient); workers sized as nodeFlags'.
+var hostedFlags = []string{"--control-plane-mode", "hosted", "--service-type", "NodePort", "--worker-cpu", "1", "--worker-memory", "2Gi"}
+
 func TestTenantCluster(t *testing.T) {
 	full := os.Getenv(envFull) != ""
 	second := full && os.Getenv(envSecondCluster) != "false"
@@ -246,7 +250,11 @@ func scaleDownNaming(t *testing.T, key client.ObjectKey, from, to int) {
 // KNEST_E2E_NODE_IMAGE set, the nodes boot that containerDisk with the kernel of
 // KNEST_E2E_KERNEL_IMAGE: the manifest comes from `knest create --dry-run`, edited.
 func createCluster(t *testing.T, ctx context.Context, key client.ObjectKey, spec []string, flags ...string) (string, error) {
-	args := append(append([]string{"create", key.Name, "-n", key.Namespace}, nodeFlags...), spec...)
+	sizes := nodeFlags
+	if slices.Contains(spec, "--control-plane-mode") {
+		sizes = nil // hostedFlags are in spec
+	}
+	args := append(append([]string{"create", key.Name, "-n", key.Namespace}, sizes...), spec...)
 	image, kernel := os.Getenv(envNodeImage), os.Getenv(envKernelImage)
 	if image == "" {
 		return knestCmd(t, ctx, append(args, flags...)...)
