@@ -81,17 +81,88 @@ func TestHostedCluster(t *testing.T) {
 	})
 	t.Run("isolated from another namespace's pods", func(t *testing.T) { expectHostedIsolated(t, key) })
 
-	t.Run("delete", func(t *testing.T) {
+	// Two hosted tenants at once, same names in other namespaces: both serve, and
+	// neither's nodes reach the other's control plane or nodes.
+	beta := client.ObjectKey{Namespace: newNamespace(t), Name: key.Name}
+	t.Run("a second hosted tenant at once, isolated", func(t *testing.T) {
 		g := NewWithT(t)
-		ctx, cancel := context.WithTimeout(t.Context(), deleteTimeout)
+		ctx, cancel := context.WithTimeout(t.Context(), createTimeout)
 		defer cancel()
+		step := "create a second hosted tenant"
 		start := time.Now()
-		_, err := knestCmd(t, ctx, "delete", key.Name, "-n", key.Namespace, "--timeout", deleteTimeout.String())
-		g.Expect(err).NotTo(HaveOccurred(), "knest delete")
-		s.timeline.add("delete hosted", "knest delete returned", time.Since(start))
-		expectNamespaceEmpty(t, key.Namespace)
-		s.timeline.add("delete hosted", "nothing left on the host", time.Since(start))
+		_, err := createCluster(t, ctx, beta, append(slices.Clone(hostedFlags), "--workers", "1"), "--timeout", createTimeout.String())
+		g.Expect(err).NotTo(HaveOccurred(), "knest create")
+		s.timeline.add(step, "knest create returned (Ready)", time.Since(start))
+		tb := tenantClient(t, beta)
+		expectNodesReady(t, tb, 1)
+		expectServiceAnswers(t, tb, 2)
+		s.timeline.add(step, "a Service answers in the tenant", time.Since(start))
+		expectServiceAnswers(t, tenantClient(t, key), 2)
+		expectHostedTenantsIsolated(t, key, beta)
+		expectHostedTenantsIsolated(t, beta, key)
 	})
+
+	t.Run("delete", func(t *testing.T) {
+		for _, k := range []client.ObjectKey{key, beta} {
+			g := NewWithT(t)
+			ctx, cancel := context.WithTimeout(t.Context(), deleteTimeout)
+			start := time.Now()
+			_, err := knestCmd(t, ctx, "delete", k.Name, "-n", k.Namespace, "--timeout", deleteTimeout.String(), "--ignore-not-found")
+			cancel()
+			g.Expect(err).NotTo(HaveOccurred(), "knest delete %s", k)
+			s.timeline.add("delete hosted "+k.Namespace, "knest delete returned", time.Since(start))
+			expectNamespaceEmpty(t, k.Namespace)
+			s.timeline.add("delete hosted "+k.Namespace, "nothing left on the host", time.Since(start))
+		}
+	})
+}
+
+// expectHostedTenantsIsolated: a's nodes reach their own API server pod but not b's,
+// nor b's etcd or b's node's kubelet.
+func expectHostedTenantsIsolated(t *testing.T, a, b client.ObjectKey) {
+	t.Helper()
+	g := NewWithT(t)
+	ta, tb := tenantClient(t, a), tenantClient(t, b)
+	g.Expect(canConnect(t, ta, runningPodIP(t, a, hosted.ComponentAPIServer), hosted.APIServerPort)).To(BeTrue(), "%s's nodes reach their API server", a)
+	g.Expect(canConnect(t, ta, runningPodIP(t, b, hosted.ComponentAPIServer), hosted.APIServerPort)).To(BeFalse(), "%s's nodes reach %s's API server pod", a, b)
+	g.Expect(canConnect(t, ta, runningPodIP(t, b, hosted.ComponentEtcd), hosted.EtcdPort)).To(BeFalse(), "%s's nodes reach %s's etcd", a, b)
+	for _, ip := range nodeIPs(t, tb) {
+		g.Expect(canConnect(t, ta, ip, 10250)).To(BeFalse(), "%s's nodes reach %s's kubelet on %s", a, b, ip)
+	}
+}
+
+// runningPodIP is the address of a running pod of a hosted control plane's component.
+func runningPodIP(t *testing.T, key client.ObjectKey, component string) string {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := s.host.List(t.Context(), pods, client.InNamespace(key.Namespace), client.MatchingLabels{hosted.ComponentLabel: component}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp.IsZero() {
+			return p.Status.PodIP
+		}
+	}
+	t.Fatalf("no running %s pod of %s", component, key)
+	return ""
+}
+
+// nodeIPs are the tenant's nodes' internal addresses (their VMs' addresses).
+func nodeIPs(t *testing.T, tc tenant) []string {
+	t.Helper()
+	nodes := &corev1.NodeList{}
+	if err := tc.List(t.Context(), nodes); err != nil {
+		t.Fatal(err)
+	}
+	var ips []string
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP {
+				ips = append(ips, a.Address)
+			}
+		}
+	}
+	return ips
 }
 
 // watchHostedAPI records when the hosted control plane's API server pods became
@@ -153,7 +224,6 @@ func hostedTenantClient(t *testing.T, key client.ObjectKey) tenant {
 // another namespace.
 func expectHostedIsolated(t *testing.T, key client.ObjectKey) {
 	g := NewWithT(t)
-	ctx := t.Context()
 	ns := newNamespace(t)
 	t.Cleanup(func() {
 		_ = s.host.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
@@ -162,29 +232,12 @@ func expectHostedIsolated(t *testing.T, key client.ObjectKey) {
 	server := probe.Server(t, s.host, ns, "server", nil)
 	g.Expect(probe.Connect(t, s.host, other, server, probe.ServerPort)).To(BeTrue(), "a pod of its own namespace reaches the server")
 
-	podIP := func(component string) string {
-		pods := &corev1.PodList{}
-		g.Expect(s.host.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{hosted.ComponentLabel: component})).To(Succeed())
-		for _, p := range pods.Items {
-			if p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning {
-				return p.Status.PodIP
-			}
-		}
-		t.Fatalf("no running %s pod of %s", component, key)
-		return ""
-	}
-	g.Expect(probe.Connect(t, s.host, other, podIP(hosted.ComponentAPIServer), hosted.APIServerPort)).To(BeTrue(), "another namespace's pod reaches the API server")
-	g.Expect(probe.Connect(t, s.host, other, podIP(hosted.ComponentEtcd), hosted.EtcdPort)).To(BeFalse(), "another namespace's pod reaches etcd")
+	g.Expect(probe.Connect(t, s.host, other, runningPodIP(t, key, hosted.ComponentAPIServer), hosted.APIServerPort)).To(BeTrue(), "another namespace's pod reaches the API server")
+	g.Expect(probe.Connect(t, s.host, other, runningPodIP(t, key, hosted.ComponentEtcd), hosted.EtcdPort)).To(BeFalse(), "another namespace's pod reaches etcd")
 
 	tc := hostedTenantClient(t, key)
-	nodes := &corev1.NodeList{}
-	g.Expect(tc.List(ctx, nodes)).To(Succeed())
-	for _, n := range nodes.Items {
-		for _, a := range n.Status.Addresses {
-			if a.Type == corev1.NodeInternalIP {
-				g.Expect(probe.Connect(t, s.host, other, a.Address, 10250)).To(BeFalse(), "another namespace's pod reaches %s's kubelet", n.Name)
-			}
-		}
+	for _, ip := range nodeIPs(t, tc) {
+		g.Expect(probe.Connect(t, s.host, other, ip, 10250)).To(BeFalse(), "another namespace's pod reaches the kubelet on %s", ip)
 	}
 	g.Expect(canConnect(t, tc, server, probe.ServerPort)).To(BeFalse(), "%s's nodes reach a pod of another namespace", key)
 }
