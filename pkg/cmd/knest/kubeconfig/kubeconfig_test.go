@@ -38,12 +38,13 @@ func TestCheckOutputFile(t *testing.T) {
 }
 
 func TestCheckOutputFileNotWritable(t *testing.T) {
-	if os.Geteuid() == 0 {
-		t.Skip("root writes to read-only directories")
-	}
 	g := NewWithT(t)
 	dir := filepath.Join(t.TempDir(), "ro")
 	g.Expect(os.Mkdir(dir, 0o500)).To(Succeed())
+	if os.Geteuid() == 0 {
+		// Root writes to a mode 0500 directory; not even root creates files in sysfs.
+		dir = "/sys"
+	}
 	err := CheckOutputFile(filepath.Join(dir, "demo"))
 	g.Expect(err).To(MatchError(ContainSubstring("cannot create files in the directory " + dir + " (permission denied)")))
 }
