@@ -4,6 +4,7 @@ package tenant_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
@@ -64,12 +65,9 @@ func TestHostedCluster(t *testing.T) {
 	// the agent in the worker, nothing else routes there from the host.
 	t.Run("the API server reaches the tenant through konnectivity: logs, a Service, a webhook", func(t *testing.T) {
 		g := NewWithT(t)
-		pods := &corev1.PodList{}
-		g.Expect(tc.List(t.Context(), pods, client.InNamespace("default"), client.MatchingLabels{"app": echoName})).To(Succeed())
-		g.Expect(pods.Items).NotTo(BeEmpty())
 		// busybox httpd logs nothing; the answer is what counts: the API server reached
 		// the kubelet in the VM.
-		_ = podLogs(t, tc, &pods.Items[0])
+		_ = podLogs(t, tc, firstPod(t, tc, echoName))
 		cs, err := kubernetes.NewForConfig(tc.cfg)
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Eventually(func(g Gomega) {
@@ -80,6 +78,23 @@ func TestHostedCluster(t *testing.T) {
 		expectWebhookCalled(t, tc, knestv1.DefaultVersion)
 	})
 	t.Run("isolated from another namespace's pods", func(t *testing.T) { expectHostedIsolated(t, key) })
+	t.Run("scale the API servers 1 → 3 → 1", func(t *testing.T) {
+		for _, n := range []int{3, 1} {
+			g := NewWithT(t)
+			ctx, cancel := context.WithTimeout(t.Context(), scaleTimeout)
+			start := time.Now()
+			_, err := knestCmd(t, ctx, "scale", key.Name, "-n", key.Namespace, "--control-plane", strconv.Itoa(n), "--timeout", scaleTimeout.String())
+			cancel()
+			g.Expect(err).NotTo(HaveOccurred(), "knest scale --control-plane %d", n)
+			s.timeline.add(fmt.Sprintf("scale the API servers to %d", n), "knest scale returned (Ready)", time.Since(start))
+			d := &appsv1.Deployment{}
+			g.Expect(s.host.Get(t.Context(), client.ObjectKey{Namespace: key.Namespace, Name: hosted.DeploymentName(key.Name)}, d)).To(Succeed())
+			g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(n))
+			// Through konnectivity still: every server has its agent.
+			expectServiceAnswers(t, tenantClient(t, key), 2)
+			_ = podLogs(t, tc, firstPod(t, tc, echoName))
+		}
+	})
 
 	// Two hosted tenants at once, same names in other namespaces: both serve, and
 	// neither's nodes reach the other's control plane or nodes.
@@ -163,6 +178,16 @@ func nodeIPs(t *testing.T, tc tenant) []string {
 		}
 	}
 	return ips
+}
+
+// firstPod is a pod of the app in the tenant's default namespace.
+func firstPod(t *testing.T, tc tenant, app string) *corev1.Pod {
+	t.Helper()
+	pods := &corev1.PodList{}
+	if err := tc.List(t.Context(), pods, client.InNamespace("default"), client.MatchingLabels{"app": app}); err != nil || len(pods.Items) == 0 {
+		t.Fatalf("no pod of %s (%v)", app, err)
+	}
+	return &pods.Items[0]
 }
 
 // watchHostedAPI records when the hosted control plane's API server pods became

@@ -370,12 +370,11 @@ sed -i "s#server: .*#server: https://127.0.0.1:` + strconv.Itoa(APIServerPort) +
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(ptr.Deref(s.Replicas, 1)),
 			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			// No surge: a new pod starts when an old one has gone, so an upgrade
-			// needs no room for a second control plane. With one replica the API is
-			// down while the new pod starts (as with a VM control plane's kubeadm
-			// upgrade of a single node); three replicas keep serving.
+			// A surge pod costs little (no VM): an old pod goes only once a new one
+			// serves, so even a single API server keeps serving through an upgrade or
+			// a change of replicas (the konnectivity servers' count is in the template).
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
-				MaxSurge: ptr.To(intstr.FromInt32(0)), MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+				MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 			}},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
