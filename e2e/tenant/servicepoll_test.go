@@ -4,13 +4,9 @@ package tenant_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,7 +15,9 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +36,7 @@ type servicePoller struct {
 	key      client.ObjectKey // the tenant cluster
 	nodePort int
 	tenant   client.Client // short timeouts: an unanswered sample must not hold up the next
+	host     kubernetes.Interface
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 
@@ -79,7 +78,18 @@ func startPoller(ctx context.Context, key client.ObjectKey, tc tenant, nodePort 
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	p := &servicePoller{key: key, nodePort: nodePort, tenant: c, cancel: cancel}
+	hostCfg, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	hostCfg.Timeout = askTimeout
+	host, err := kubernetes.NewForConfig(hostCfg)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	p := &servicePoller{key: key, nodePort: nodePort, tenant: c, host: host, cancel: cancel}
 	p.wg.Go(func() { every(ctx, pollEvery, p.ask) })
 	p.wg.Go(func() { every(ctx, sampleEvery, p.sample) })
 	return p, nil
@@ -152,51 +162,34 @@ func (p *servicePoller) liveNodes(ctx context.Context) []kubevirtv1.VirtualMachi
 	return slices.Clone(live)
 }
 
-// get asks one node's NodePort for the echo page, on a fresh connection each time
-// (no keep-alive: a kept connection would stay with one replica and hide where
-// kube-proxy sends new ones).
+// get asks one node's NodePort for the echo page through the host API server's
+// proxy to the node's virt-launcher pod (the VM has the pod's address), as a user
+// outside the host network would; the API server opens a fresh connection each
+// time, so kube-proxy in the node picks a replica each time. (KubeVirt's
+// port-forward does not reach a NodePort of a guest on bridge binding: kube-proxy's
+// reply to the forward's source does not find its way back.)
 func (p *servicePoller) get(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance) error {
-	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return dialNode(ctx, vmi, p.nodePort)
-	}}
-	defer tr.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+vmi.Name+"/", nil)
-	if err != nil {
+	pods := &corev1.PodList{}
+	if err := s.host.List(ctx, pods, client.InNamespace(vmi.Namespace), client.MatchingLabels{"vm.kubevirt.io/name": vmi.Name}); err != nil {
 		return err
 	}
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
+	var launcher string
+	for _, pod := range pods.Items {
+		if pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp.IsZero() {
+			launcher = pod.Name
 		}
-		return err
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if launcher == "" {
+		return fmt.Errorf("no running virt-launcher pod of %s", vmi.Name)
+	}
+	body, err := p.host.CoreV1().Pods(vmi.Namespace).ProxyGet("http", launcher, strconv.Itoa(p.nodePort), "/", nil).DoRaw(ctx)
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "hello from "+echoName) {
-		return fmt.Errorf("HTTP %d: %q", resp.StatusCode, body)
+	if !strings.Contains(string(body), "hello from "+echoName) {
+		return fmt.Errorf("unexpected answer: %q", body)
 	}
 	return nil
-}
-
-// dialNode connects to a port of a tenant node's VM through KubeVirt's
-// port-forward, as a user outside the host network would.
-func dialNode(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance, port int) (net.Conn, error) {
-	ws, err := vmiPortForward(ctx, vmi, port)
-	if err != nil {
-		return nil, err
-	}
-	conn, far := net.Pipe()
-	go func() {
-		defer ws.Close()
-		defer far.Close()
-		splice(far, ws)
-	}()
-	return conn, nil
 }
 
 // sample records the workload's Ready replicas and whether its
