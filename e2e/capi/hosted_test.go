@@ -170,7 +170,10 @@ func TestHostedControlPlaneContract(t *testing.T) {
 		g.Expect(deploy.Spec.Template.Spec.Containers[0].Image).To(Equal("registry.k8s.io/kube-apiserver:v1.35.5"))
 		g.Expect(env.Client.Get(ctx, key, nc)).To(Succeed())
 		g.Expect(nc.Status.Version).To(Equal(knestv1.DefaultVersion))
-		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseUpgrading))
+		// (Still Provisioning: without kubelets the worker never joined, so the
+		// cluster was never Ready.)
+		g.Expect(conditions.Get(nc, knestv1.ControlPlaneReadyCondition)).To(And(
+			HaveField("Reason", knestv1.RollingOutReason), HaveField("Message", ContainSubstring("v1.35.5"))))
 	}, timeout, interval).Should(Succeed())
 	setDeploymentStatus(ctx, g, deploy, 3, 3, 3)
 	g.Eventually(func(g Gomega) {
