@@ -138,6 +138,8 @@ func TestHostedControlPlaneContract(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(hcp), hcp)).To(Succeed())
 	g.Expect(hcp.Status.Selector).To(ContainSubstring(hosted.ComponentLabel + "=" + hosted.ComponentAPIServer))
+	// Without it Cluster API neither drains nor deletes a removed worker's Node.
+	g.Expect(hcp.Status.ExternalManagedControlPlane).To(HaveValue(BeTrue()))
 	g.Expect(conditions.IsTrue(hcp, hcpv1.AvailableCondition)).To(BeTrue(), "conditions: %+v", hcp.Status.Conditions)
 	templates := &capkv1.KubevirtMachineTemplateList{}
 	g.Expect(env.Client.List(ctx, templates, client.InNamespace(ns.Name))).To(Succeed())

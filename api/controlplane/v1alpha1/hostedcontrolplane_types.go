@@ -117,6 +117,11 @@ type HostedControlPlaneStatus struct {
 	// the tenant has what `kubeadm join` reads (cluster-info, kubeadm-config, RBAC).
 	// +optional
 	Initialization Initialization `json:"initialization,omitempty,omitzero"`
+	// externalManagedControlPlane is always true: the control plane has no Nodes in
+	// the tenant (Cluster API's contract; without it Cluster API neither drains nor
+	// deletes a removed worker's Node, waiting for control-plane machines).
+	// +optional
+	ExternalManagedControlPlane *bool `json:"externalManagedControlPlane,omitempty"`
 	// selector selects the API server pods (the scale subresource's).
 	// +optional
 	Selector string `json:"selector,omitempty"`

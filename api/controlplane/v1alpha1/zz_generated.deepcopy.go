@@ -117,6 +117,11 @@ func (in *HostedControlPlaneSpec) DeepCopy() *HostedControlPlaneSpec {
 func (in *HostedControlPlaneStatus) DeepCopyInto(out *HostedControlPlaneStatus) {
 	*out = *in
 	in.Initialization.DeepCopyInto(&out.Initialization)
+	if in.ExternalManagedControlPlane != nil {
+		in, out := &in.ExternalManagedControlPlane, &out.ExternalManagedControlPlane
+		*out = new(bool)
+		**out = **in
+	}
 	if in.Replicas != nil {
 		in, out := &in.Replicas, &out.Replicas
 		*out = new(int32)

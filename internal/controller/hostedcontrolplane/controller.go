@@ -245,6 +245,7 @@ func setAvailable(hcp *hcpv1.HostedControlPlane, status metav1.ConditionStatus, 
 // reported before (the oldest still running).
 func (r *Reconciler) setReplicas(hcp *hcpv1.HostedControlPlane, d *appsv1.Deployment) {
 	st := d.Status
+	hcp.Status.ExternalManagedControlPlane = ptr.To(true)
 	hcp.Status.Selector = labels.SelectorFromSet(d.Spec.Selector.MatchLabels).String()
 	hcp.Status.Replicas = ptr.To(st.Replicas)
 	hcp.Status.ReadyReplicas = ptr.To(st.ReadyReplicas)
