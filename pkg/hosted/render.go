@@ -302,8 +302,12 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 		"service-account-key-file":           "/etc/kubernetes/pki/sa.pub",
 		"service-account-signing-key-file":   "/etc/kubernetes/pki/sa.key",
 		"service-cluster-ip-range":           s.Network.ServiceCIDR,
-		"tls-cert-file":                      "/etc/kubernetes/pki/apiserver.crt",
-		"tls-private-key-file":               "/etc/kubernetes/pki/apiserver.key",
+		// Behind a Service, a stopping API server keeps serving (its /readyz failing)
+		// until the endpoint is gone from every kube-proxy; without it a rollout
+		// refused connections for a moment.
+		"shutdown-delay-duration": "10s",
+		"tls-cert-file":           "/etc/kubernetes/pki/apiserver.crt",
+		"tls-private-key-file":    "/etc/kubernetes/pki/apiserver.key",
 	}
 	controllerManager := map[string]string{
 		"allocate-node-cidrs":              "true",
