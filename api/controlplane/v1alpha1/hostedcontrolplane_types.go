@@ -7,21 +7,16 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 )
 
-// Finalizer keeps a HostedControlPlane until its pods, Services and Secrets are gone.
-const Finalizer = "controlplane.knest.dev/hostedcontrolplane"
-
 // Condition types and reasons of a HostedControlPlane.
 const (
 	// AvailableCondition is True when at least one API server replica at the spec's
 	// version serves and the tenant has what `kubeadm join` reads.
 	AvailableCondition = "Available"
 
-	WaitingForClusterReason   = "WaitingForCluster"
 	WaitingForEtcdReason      = "WaitingForEtcd"
 	WaitingForAPIServerReason = "WaitingForAPIServer"
 	WaitingForTenantReason    = "WaitingForTenantBootstrap"
 	AvailableReason           = "Available"
-	DeletingReason            = "Deleting"
 )
 
 // HostedControlPlaneSpec is a tenant control plane run as pods on the host.
