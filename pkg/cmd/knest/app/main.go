@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -65,6 +67,7 @@ func RunContext(ctx context.Context, logger logr.Logger, streams genericiooption
 	cmd := knest.NewCommand(logger, streams)
 	cmd.SetArgs(args)
 	if err := cmd.ExecuteContext(ctx); err != nil {
+		err = unreachable(err)
 		logError(logger, err)
 		return err
 	}
@@ -90,6 +93,33 @@ func logError(logger logr.Logger, err error) {
 	for _, detail := range details(err) {
 		logger.V(1).Info(detail)
 	}
+}
+
+// unreachable rewrites an error of not getting through to the host cluster's API
+// server at all (refused, reset, no route, unknown host, no answer in time) into one
+// that says so and names the server; the request that failed says little to a user.
+func unreachable(err error) error {
+	var status apierrors.APIStatus
+	var uerr *url.Error
+	if errors.As(err, &status) || !errors.As(err, &uerr) {
+		return err
+	}
+	var nerr net.Error
+	var dns *net.DNSError
+	timeout := errors.As(uerr, &nerr) && nerr.Timeout()
+	if !timeout && !errors.As(uerr, &dns) && !errors.Is(uerr, syscall.ECONNREFUSED) && !errors.Is(uerr, syscall.ECONNRESET) &&
+		!errors.Is(uerr, syscall.EHOSTUNREACH) && !errors.Is(uerr, syscall.ENETUNREACH) {
+		return err
+	}
+	server := uerr.URL
+	if u, perr := url.Parse(uerr.URL); perr == nil {
+		server = u.Scheme + "://" + u.Host
+	}
+	what := "is not reachable"
+	if timeout {
+		what = "did not answer in time"
+	}
+	return fmt.Errorf("the host cluster's API server %s %s (%w); check that it is up and that --kubeconfig and --context point at it (--request-timeout bounds each request)", server, what, uerr.Err)
 }
 
 // details are what -v adds to an error: the full status the API server returned, with

@@ -24,20 +24,31 @@ const (
 	KubeconfigFlag = "kubeconfig"
 	ContextFlag    = "context"
 	NamespaceFlag  = "namespace"
+	// RequestTimeoutFlag is kubectl's --request-timeout ("30s", "1m"; 0: no limit).
+	RequestTimeoutFlag = "request-timeout"
 )
 
+// DefaultRequestTimeout bounds each request to the host cluster's API server, so that
+// a server that accepts connections but does not answer fails a command in seconds
+// rather than hanging it (kubectl's default is no limit). Waits outlast it: they
+// retry until their own --timeout.
+const DefaultRequestTimeout = "30s"
+
 // newConfigFlags returns kubectl's connection flags, reduced to --kubeconfig,
-// --context and -n/--namespace (a nil field is neither a flag nor an override).
+// --context, -n/--namespace and --request-timeout (a nil field is neither a flag nor
+// an override).
 func newConfigFlags() *genericclioptions.ConfigFlags {
-	empty := func() *string { s := ""; return &s }
+	str := func(v string) *string { return &v }
 	return &genericclioptions.ConfigFlags{
-		KubeConfig: empty(),
-		Context:    empty(),
-		Namespace:  empty(),
+		KubeConfig: str(""),
+		Context:    str(""),
+		Namespace:  str(""),
+		Timeout:    str(DefaultRequestTimeout),
 	}
 }
 
-// AddKubeFlags adds --kubeconfig, --context and -n/--namespace to fs.
+// AddKubeFlags adds --kubeconfig, --context, -n/--namespace and --request-timeout to
+// fs.
 func AddKubeFlags(fs *pflag.FlagSet) {
 	newConfigFlags().AddFlags(fs)
 }
@@ -46,7 +57,7 @@ func AddKubeFlags(fs *pflag.FlagSet) {
 // run without the root command (as in some tests) gets the defaults.
 func KubeFlags(cmd *cobra.Command) *genericclioptions.ConfigFlags {
 	cf := newConfigFlags()
-	for name, value := range map[string]*string{KubeconfigFlag: cf.KubeConfig, ContextFlag: cf.Context, NamespaceFlag: cf.Namespace} {
+	for name, value := range map[string]*string{KubeconfigFlag: cf.KubeConfig, ContextFlag: cf.Context, NamespaceFlag: cf.Namespace, RequestTimeoutFlag: cf.Timeout} {
 		if f := cmd.Flags().Lookup(name); f != nil {
 			*value = f.Value.String()
 		}
@@ -61,7 +72,7 @@ func ClientConfig(cmd *cobra.Command) clientcmd.ClientConfig {
 	cf := KubeFlags(cmd)
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = *cf.KubeConfig
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: *cf.Context}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: *cf.Context, Timeout: *cf.Timeout}
 	overrides.Context.Namespace = *cf.Namespace
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides)
 }
