@@ -1,9 +1,10 @@
 # The end-to-end suite and the demo on the kind host with real KubeVirt, included from
 # the top-level Makefile after hack/kind.mk (the host: KIND_PREREQS, KIND_ENV,
 # kind-host-up): `make e2e` (in .ci/run), `make e2e-full`, `make e2e-upgrade` and
-# `make demo`. The suite e2e/tenant has three tests: TestTenantCluster and
-# TestHostedCluster (a hosted control plane) run by e2e and e2e-full, TestUpgrade by
-# e2e-upgrade and e2e-full; e2e also runs the kind checks (e2e/kind) first.
+# `make e2e-faults` and `make demo`. The suite e2e/tenant has four tests:
+# TestTenantCluster and TestHostedCluster (a hosted control plane) run by e2e and
+# e2e-full, TestUpgrade by e2e-upgrade and e2e-full, TestFaults by e2e-faults; e2e
+# also runs the kind checks (e2e/kind) first.
 
 ##@ End to end and demo on the kind host
 
@@ -49,6 +50,18 @@ e2e-upgrade: $(KIND_PREREQS) node-images ## Upgrade a tenant cluster on the kind
 	KNEST_E2E_STATE_DIR=$(E2E_UPGRADE_STATE_DIR) KNEST_E2E_CONTROL_PLANE_MODE=$(KNEST_E2E_CONTROL_PLANE_MODE) \
 		KNEST_E2E_UPGRADE_FROM=$(firstword $(NODE_KUBE_VERSIONS)) KNEST_E2E_UPGRADE_TO=$(lastword $(NODE_KUBE_VERSIONS)) \
 		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_UPGRADE_TIMEOUT) -run '^TestUpgrade$$' $(GO_TEST_FLAGS) ./e2e/tenant
+
+# make e2e-faults: faults injected at random points of hosted clusters' creates and
+# scales (e2e/tenant/faults_test.go); KNEST_E2E_FAULTS_SEED replays a run's points.
+E2E_FAULTS_TIMEOUT ?= 150m
+E2E_FAULTS_STATE_DIR ?= $(KNEST_CACHE)/e2e/faults-last-run
+KNEST_E2E_FAULTS_SEED ?=
+
+.PHONY: e2e-faults
+e2e-faults: $(KIND_PREREQS) ## Kill controllers, KubeVirt's node agent, launcher pods and API servers, freeze the host's API server and delete mid-create, at random points; expect convergence and nothing leaked (table in the state dir's faults.md).
+	$(call kind-host-up,$(E2E_FAULTS_STATE_DIR)) \
+	KNEST_E2E_STATE_DIR=$(E2E_FAULTS_STATE_DIR) KNEST_E2E_FAULTS_SEED=$(KNEST_E2E_FAULTS_SEED) \
+		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_FAULTS_TIMEOUT) -run '^TestFaults$$' $(GO_TEST_FLAGS) ./e2e/tenant
 
 .PHONY: demo
 demo demo-down: KIND_CLUSTER = $(DEMO_CLUSTER)

@@ -55,23 +55,31 @@ func tenantClient(t *testing.T, key client.ObjectKey) tenant {
 // tenantClientVia is an admin client of a tenant cluster through server.
 func tenantClientVia(t *testing.T, key client.ObjectKey, server string) tenant {
 	t.Helper()
+	tc, err := loadTenantClient(t.Context(), key, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenantStateOnFailure(t, key, tc)
+	return tc
+}
+
+// loadTenantClient is tenantClientVia for polls: it returns its error.
+func loadTenantClient(ctx context.Context, key client.ObjectKey, server string) (tenant, error) {
 	path := filepath.Join(s.stateDir, key.Namespace+"-"+key.Name+".kubeconfig")
 	args := []string{"kubeconfig", key.Name, "-n", key.Namespace, "--output-file", path, "--server", server}
-	if _, err := knestCmd(t, t.Context(), args...); err != nil {
-		t.Fatalf("knest kubeconfig: %v", err)
+	if out, err := knestCmdQuiet(ctx, args...); err != nil {
+		return tenant{}, fmt.Errorf("knest kubeconfig: %v: %s", err, out)
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
-		t.Fatal(err)
+		return tenant{}, err
 	}
 	cfg.Timeout = 30 * time.Second
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
-		t.Fatal(err)
+		return tenant{}, err
 	}
-	tc := tenant{Client: c, cfg: cfg}
-	tenantStateOnFailure(t, key, tc)
-	return tc
+	return tenant{Client: c, cfg: cfg}, nil
 }
 
 // tenant is an admin client of a tenant cluster and its config.

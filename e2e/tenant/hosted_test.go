@@ -233,24 +233,33 @@ func hostedControlPlane(t *testing.T, key client.ObjectKey) bool {
 // the first host node.
 func hostedTenantClient(t *testing.T, key client.ObjectKey) tenant {
 	t.Helper()
-	svc := &corev1.Service{}
-	if err := s.host.Get(t.Context(), client.ObjectKey{Namespace: key.Namespace, Name: hosted.ServiceName(key.Name)}, svc); err != nil {
+	server, err := hostedServer(t.Context(), key)
+	if err != nil {
 		t.Fatal(err)
 	}
+	return tenantClientVia(t, key, server)
+}
+
+// hostedServer is the hosted API server's URL through its Service's NodePort on the
+// first host node.
+func hostedServer(ctx context.Context, key client.ObjectKey) (string, error) {
+	svc := &corev1.Service{}
+	if err := s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: hosted.ServiceName(key.Name)}, svc); err != nil {
+		return "", err
+	}
 	if svc.Spec.Type != corev1.ServiceTypeNodePort || len(svc.Spec.Ports) == 0 {
-		t.Fatalf("Service %s is %s, not a NodePort", svc.Name, svc.Spec.Type)
+		return "", fmt.Errorf("service %s is %s, not a NodePort", svc.Name, svc.Spec.Type)
 	}
 	nodes := &corev1.NodeList{}
-	if err := s.host.List(t.Context(), nodes); err != nil || len(nodes.Items) == 0 {
-		t.Fatalf("host nodes: %v", err)
+	if err := s.host.List(ctx, nodes); err != nil || len(nodes.Items) == 0 {
+		return "", fmt.Errorf("host nodes: %v", err)
 	}
 	for _, a := range nodes.Items[0].Status.Addresses {
 		if a.Type == corev1.NodeInternalIP {
-			return tenantClientVia(t, key, "https://"+a.Address+":"+strconv.Itoa(int(svc.Spec.Ports[0].NodePort)))
+			return "https://" + a.Address + ":" + strconv.Itoa(int(svc.Spec.Ports[0].NodePort)), nil
 		}
 	}
-	t.Fatalf("host node %s has no InternalIP", nodes.Items[0].Name)
-	return tenant{}
+	return "", fmt.Errorf("host node %s has no InternalIP", nodes.Items[0].Name)
 }
 
 // expectHostedIsolated: another namespace's pod reaches the tenant's API server (open

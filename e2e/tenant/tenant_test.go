@@ -368,16 +368,8 @@ func expectNamespaceEmpty(t *testing.T, ns string) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
-	lists := []client.ObjectList{
-		&knestv1.NestedClusterList{}, &clusterv1.ClusterList{}, &clusterv1.MachineList{},
-		&clusterv1.MachineDeploymentList{}, &clusterv1.MachineSetList{}, &clusterv1.MachineHealthCheckList{},
-		&kubevirtv1.VirtualMachineList{}, &kubevirtv1.VirtualMachineInstanceList{},
-		&corev1.PodList{}, &corev1.PersistentVolumeClaimList{},
-		&corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &networkingv1.NetworkPolicyList{},
-		&hcpv1.HostedControlPlaneList{}, &appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &batchv1.JobList{},
-	}
 	g.Eventually(func(g Gomega) {
-		for _, l := range lists {
+		for _, l := range clusterKinds() {
 			g.Expect(s.host.List(ctx, l, client.InNamespace(ns))).To(Succeed())
 			var names []string
 			for _, o := range itemsOf(l) {
@@ -388,6 +380,20 @@ func expectNamespaceEmpty(t *testing.T, ns string) {
 			g.Expect(names).To(BeEmpty(), "%T left in %s", l, ns)
 		}
 	}, deleteTimeout, poll).Should(Succeed())
+}
+
+// clusterKinds are lists of what a cluster creates in its namespace: CAPI and CAPK
+// objects, VMs, VMIs, virt-launcher pods, volume claims, Secrets, Services,
+// ConfigMaps, NetworkPolicies, and a hosted control plane's workloads.
+func clusterKinds() []client.ObjectList {
+	return []client.ObjectList{
+		&knestv1.NestedClusterList{}, &clusterv1.ClusterList{}, &clusterv1.MachineList{},
+		&clusterv1.MachineDeploymentList{}, &clusterv1.MachineSetList{}, &clusterv1.MachineHealthCheckList{},
+		&kubevirtv1.VirtualMachineList{}, &kubevirtv1.VirtualMachineInstanceList{},
+		&corev1.PodList{}, &corev1.PersistentVolumeClaimList{},
+		&corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &networkingv1.NetworkPolicyList{},
+		&hcpv1.HostedControlPlaneList{}, &appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &batchv1.JobList{},
+	}
 }
 
 func itemsOf(l client.ObjectList) []client.Object {
