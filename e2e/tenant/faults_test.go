@@ -535,12 +535,12 @@ for p in /proc/[0-9]*; do
   case "$c" in kube-apiserver*--etcd-servers=https://127.0.0.1:2379*) pid=${p#/proc/} ;; esac
 done
 [ -n "$pid" ] || { echo "no kube-apiserver found"; exit 1; }
-trap 'kill -CONT $pid' EXIT INT TERM
+trap 'busybox kill -CONT $pid' EXIT INT TERM
 sleep 3
 echo "freezing kube-apiserver $pid"
-kill -STOP "$pid"
+busybox kill -STOP "$pid"
 sleep ` + strconv.Itoa(int(hostFreeze.Seconds())) + `
-kill -CONT "$pid"
+busybox kill -CONT "$pid"
 echo thawed`
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "freeze-apiserver", Namespace: ns},
