@@ -299,15 +299,20 @@ func expectMachinesAt(t *testing.T, key client.ObjectKey, version string) {
 }
 
 // expectNoStaleTemplates: every machine and bootstrap template in the namespace is
-// one the KubeadmControlPlane or a MachineDeployment references now; knest prunes
-// the ones a rollout replaced once no MachineSet or machine uses them.
+// one the KubeadmControlPlane (a hosted control plane has none) or a
+// MachineDeployment references now; knest prunes the ones a rollout replaced once no
+// MachineSet or machine uses them.
 func expectNoStaleTemplates(t *testing.T, key client.ObjectKey) {
 	t.Helper()
 	ctx := t.Context()
+	hostedCP := hostedControlPlane(t, key)
 	NewWithT(t).Eventually(func(g Gomega) {
-		kcp := &controlplanev1.KubeadmControlPlane{}
-		g.Expect(s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: cluster.ControlPlaneName(key.Name)}, kcp)).To(Succeed())
-		inUse := []string{kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name}
+		var inUse []string
+		if !hostedCP {
+			kcp := &controlplanev1.KubeadmControlPlane{}
+			g.Expect(s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: cluster.ControlPlaneName(key.Name)}, kcp)).To(Succeed())
+			inUse = append(inUse, kcp.Spec.MachineTemplate.Spec.InfrastructureRef.Name)
+		}
 		mds := &clusterv1.MachineDeploymentList{}
 		g.Expect(s.host.List(ctx, mds, client.InNamespace(key.Namespace))).To(Succeed())
 		for _, md := range mds.Items {
