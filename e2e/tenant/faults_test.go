@@ -78,7 +78,8 @@ func TestFaults(t *testing.T) {
 		// Three control-plane-only creates (the controller's own work: render,
 		// apply, certificates, kubeadm's Job), two with a worker booting.
 		for i, workers := range []int{0, 0, 0, 1, 1} {
-			window := 40 * time.Second
+			// A control-plane-only create is Ready in about 25 s here.
+			window := 20 * time.Second
 			if workers > 0 {
 				window = 150 * time.Second
 			}
@@ -86,10 +87,10 @@ func TestFaults(t *testing.T) {
 		}
 	})
 	t.Run("hosted API server killed during a create", func(t *testing.T) {
-		f.createTry(t, 0, 0, "hosted API server pod killed", f.after(40*time.Second), killHostedAPIServer)
+		f.createTry(t, 0, 0, "hosted API server pod killed", f.after(20*time.Second), killHostedAPIServer)
 	})
 	t.Run("host API server unreachable during a create", func(t *testing.T) {
-		f.createTry(t, 0, 0, "host API server unreachable for 30 s", f.after(30*time.Second), freezeHostAPIServer)
+		f.createTry(t, 0, 0, "host API server unreachable for 30 s", f.after(10*time.Second), freezeHostAPIServer)
 	})
 	t.Run("delete during provisioning", func(t *testing.T) {
 		for i := range 3 {
@@ -112,6 +113,7 @@ type faultRow struct {
 	tries     int
 	converged int
 	took      []time.Duration // fault → converged (deleted, for a delete)
+	at        []string        // when each fault came: s after the create or scale began, and the phase
 	left      []string
 	notes     []string
 }
@@ -131,7 +133,7 @@ func (f *faults) row(fault string) *faultRow {
 
 func (f *faults) markdown() string {
 	var b strings.Builder
-	b.WriteString("| Fault | Tries | Converged | Time to converge after the fault (median, max) | Anything left |\n|---|---|---|---|---|\n")
+	b.WriteString("| Fault | Tries | Injected at (s after the create or scale began, phase) | Converged | Time to converge after the fault (median, max) | Anything left |\n|---|---|---|---|---|---|\n")
 	for _, r := range f.rows {
 		took := "–"
 		if len(r.took) > 0 {
@@ -147,7 +149,7 @@ func (f *faults) markdown() string {
 		if len(r.notes) > 0 {
 			fault += " (" + strings.Join(r.notes, "; ") + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s |\n", fault, r.tries, r.converged, took, left)
+		fmt.Fprintf(&b, "| %s | %d | %s | %d | %s | %s |\n", fault, r.tries, strings.Join(r.at, ", "), r.converged, took, left)
 	}
 	return b.String()
 }
@@ -203,15 +205,16 @@ func (f *faults) createTry(t *testing.T, i, workers int, fault string, when trig
 			}
 		})
 		spec := append(slices.Clone(hostedFlags), "--workers", strconv.Itoa(workers))
+		began := time.Now()
 		_, err := createCluster(t, ctx, key, spec, "--wait=false")
 		g.Expect(err).NotTo(HaveOccurred(), "knest create")
-		f.inject(t, ctx, key, fault, workers, when, inject)
+		f.inject(t, ctx, key, began, fault, workers, when, inject)
 		f.deleteAndExpectEmpty(t, key, fault)
 	})
 }
 
 // inject waits for the trigger, injects the fault, and records how the try ended.
-func (f *faults) inject(t *testing.T, ctx context.Context, key client.ObjectKey, fault string, workers int, when trigger, inject injector) {
+func (f *faults) inject(t *testing.T, ctx context.Context, key client.ObjectKey, began time.Time, fault string, workers int, when trigger, inject injector) {
 	r := f.row(fault)
 	f.mu.Lock()
 	r.tries++
@@ -219,6 +222,7 @@ func (f *faults) inject(t *testing.T, ctx context.Context, key client.ObjectKey,
 	if err := when(ctx, t, key); err != nil {
 		t.Fatalf("waiting for the point to inject %q: %v", fault, err)
 	}
+	at := fmt.Sprintf("%.0f (%s)", time.Since(began).Seconds(), phaseOf(ctx, key))
 	did, err := inject(ctx, t, key)
 	if err != nil {
 		t.Fatalf("injecting %q: %v", fault, err)
@@ -230,6 +234,7 @@ func (f *faults) inject(t *testing.T, ctx context.Context, key client.ObjectKey,
 	left := inventory(t, key, workers)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	r.at = append(r.at, at)
 	switch {
 	case outcome == "":
 		r.converged++
@@ -272,6 +277,22 @@ func awaitConverged(t *testing.T, ctx context.Context, key client.ObjectKey, wor
 			return "timed out: " + last
 		}
 	}
+}
+
+// phaseOf is the cluster's phase, "converged" once its status has reached its spec
+// and it is Ready.
+func phaseOf(ctx context.Context, key client.ObjectKey) string {
+	nc := &knestv1.NestedCluster{}
+	if err := s.host.Get(ctx, key, nc); err != nil {
+		return "unread"
+	}
+	if scale.Converged(nc) && isReady(nc) {
+		return "converged"
+	}
+	if nc.Status.Phase == "" {
+		return "no status"
+	}
+	return string(nc.Status.Phase)
 }
 
 func isReady(nc *knestv1.NestedCluster) bool {
@@ -330,15 +351,18 @@ func (f *faults) deleteTry(t *testing.T, i int, when trigger) {
 		r.tries++
 		f.mu.Unlock()
 		spec := append(slices.Clone(hostedFlags), "--workers", "1")
+		began := time.Now()
 		_, err := createCluster(t, ctx, key, spec, "--wait=false")
 		g.Expect(err).NotTo(HaveOccurred(), "knest create")
 		g.Expect(when(ctx, t, key)).To(Succeed())
-		nc := &knestv1.NestedCluster{}
-		if s.host.Get(ctx, key, nc) == nil {
-			t.Logf("deleting in phase %s", nc.Status.Phase)
-		}
+		at := fmt.Sprintf("%.0f (%s)", time.Since(began).Seconds(), phaseOf(ctx, key))
+		t.Logf("deleting at %s", at)
 		start := time.Now()
-		if f.deleteAndExpectEmpty(t, key, fault) {
+		ok := f.deleteAndExpectEmpty(t, key, fault)
+		f.mu.Lock()
+		r.at = append(r.at, at)
+		f.mu.Unlock()
+		if ok {
 			f.mu.Lock()
 			r.converged++
 			r.took = append(r.took, time.Since(start))
@@ -436,9 +460,10 @@ func (f *faults) scaleTries(t *testing.T) {
 			if tr.booting {
 				when = f.whenVMBooting(before)
 			}
+			began := time.Now()
 			_, err := knestCmd(t, ctx, "scale", key.Name, "-n", key.Namespace, "--workers", strconv.Itoa(tr.to), "--wait=false")
 			g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d", tr.to)
-			f.inject(t, ctx, key, tr.fault, tr.to, when, tr.injector)
+			f.inject(t, ctx, key, began, tr.fault, tr.to, when, tr.injector)
 		})
 		if !ok {
 			break // the next try starts from this one's end
