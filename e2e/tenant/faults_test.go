@@ -139,7 +139,8 @@ func (f *faults) markdown() string {
 		if len(r.took) > 0 {
 			d := slices.Clone(r.took)
 			slices.Sort(d)
-			took = fmt.Sprintf("%s, %s", d[len(d)/2].Round(time.Second), d[len(d)-1].Round(time.Second))
+			median := (d[(len(d)-1)/2] + d[len(d)/2]) / 2
+			took = fmt.Sprintf("%s, %s", median.Round(time.Second), d[len(d)-1].Round(time.Second))
 		}
 		left := "nothing"
 		if len(r.left) > 0 {
@@ -162,9 +163,12 @@ type injector func(ctx context.Context, t *testing.T, key client.ObjectKey) (str
 
 // after triggers at a random point of the next window.
 func (f *faults) after(window time.Duration) trigger {
-	f.mu.Lock()
-	d := time.Duration(f.rng.Int64N(int64(window)))
-	f.mu.Unlock()
+	var d time.Duration
+	if window > 0 {
+		f.mu.Lock()
+		d = time.Duration(f.rng.Int64N(int64(window)))
+		f.mu.Unlock()
+	}
 	return func(ctx context.Context, t *testing.T, _ client.ObjectKey) error {
 		t.Logf("injecting the fault in %s", d.Round(time.Second))
 		return sleepCtx(ctx, d)
@@ -456,9 +460,11 @@ func (f *faults) scaleTries(t *testing.T) {
 			for _, vmi := range vmisOf(ctx, key) {
 				before = append(before, vmi.Name)
 			}
-			when := f.after(tr.window)
+			var when trigger
 			if tr.booting {
 				when = f.whenVMBooting(before)
+			} else {
+				when = f.after(tr.window)
 			}
 			began := time.Now()
 			_, err := knestCmd(t, ctx, "scale", key.Name, "-n", key.Namespace, "--workers", strconv.Itoa(tr.to), "--wait=false")
