@@ -359,12 +359,8 @@ func restartControllerDuringCreate(t *testing.T, ctx context.Context, key client
 		time.Sleep(time.Second)
 	}
 	// Delete the controller's pod; its Deployment starts another.
-	pods := &corev1.PodList{}
-	if err := s.host.List(ctx, pods, client.InNamespace("knest-system"), client.MatchingLabels{"app.kubernetes.io/name": "knest-controller"}); err != nil {
-		t.Errorf("listing the controller's pods: %v", err)
-	}
-	for i := range pods.Items {
-		_ = s.host.Delete(ctx, &pods.Items[i], client.GracePeriodSeconds(0))
+	if _, err := deletePods(ctx, "knest-system", map[string]string{"app.kubernetes.io/name": "knest-controller"}); err != nil {
+		t.Errorf("deleting the controller's pod: %v", err)
 	}
 	s.timeline.add("create alpha", "controller restarted", time.Since(start))
 }

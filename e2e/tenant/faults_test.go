@@ -16,6 +16,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -716,12 +717,8 @@ func inventoryOnce(ctx context.Context, key client.ObjectKey, workers int) []str
 
 	// A hosted control plane: one API server Deployment, one etcd StatefulSet, at
 	// most one etcd claim (none without a StorageClass).
-	deploys := &unstructured.UnstructuredList{}
-	deploys.SetAPIVersion("apps/v1")
-	deploys.SetKind("DeploymentList")
-	sets := &unstructured.UnstructuredList{}
-	sets.SetAPIVersion("apps/v1")
-	sets.SetKind("StatefulSetList")
+	deploys := &appsv1.DeploymentList{}
+	sets := &appsv1.StatefulSetList{}
 	claims := &corev1.PersistentVolumeClaimList{}
 	for _, l := range []client.ObjectList{deploys, sets, claims} {
 		if err := s.host.List(ctx, l, in); err != nil {
