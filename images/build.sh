@@ -4,8 +4,9 @@
 #
 #   base/<hash>/       Debian root filesystem tarball, kernel, initrd   (packages only)
 #   kube/<version>/    kubelet, kubeadm, kubectl and the control-plane binaries
-#   bin/<name>-<ver>/  etcd, coredns, flanneld, the flannel CNI plugin, konnectivity,
-#                      agnhost (Kubernetes' e2e test image, for knest's e2e suite)
+#   bin/<name>-<ver>/  containerd, runc, etcd, coredns, flanneld, the flannel CNI plugin,
+#                      konnectivity, agnhost (Kubernetes' e2e test image, for knest's
+#                      e2e suite)
 #   images/<hash>/     images.tar: the preloaded container images (OCI archive)
 #   hosted/<hash>/     hosted-images.tar: the images of a hosted control plane (OCI archive)
 #   disk/<version>-<hash>/  disk.raw as assembled, images not yet imported
@@ -168,6 +169,28 @@ flannel_cni_version=${FLANNEL_CNI_VERSION:-v0.9.1}
 
 # --- 4. component binaries -----------------------------------------------------------
 bin=$cache/bin
+# The container runtime, built from its Go modules: containerd 2.3, the LTS line
+# (supported until 2028-04-30 by containerd's RELEASES.md; kind v0.33 ships it too), and
+# the runc that release pins and tests (its script/setup/runc-version). Debian
+# bookworm's containerd 1.6 is out of support since 2025-08-23, and the kubelet's
+# fallback for runtimes that do not implement the RuntimeConfig call (containerd before
+# 2.0) is going away (KEP-4033). CGO off for containerd (no btrfs snapshotter, which
+# the node does not use); runc with cgo and libseccomp linked statically, as runc's own
+# release does (built without libpathrs, which runc still supports).
+containerd_version=${CONTAINERD_VERSION:-v2.3.7}
+runc_version=${RUNC_VERSION:-v1.5.2}
+containerd_bin=$bin/containerd-$containerd_version
+runc_bin=$bin/runc-$runc_version/runc
+containerd_ldflags="-X github.com/containerd/containerd/v2/version.Version=$containerd_version -X github.com/containerd/containerd/v2/version.Package=github.com/containerd/containerd/v2"
+for c in containerd containerd-shim-runc-v2 ctr; do
+	tags=urfave_cli_no_docs
+	[ "$c" != containerd-shim-runc-v2 ] || tags+=,no_grpc
+	GOTAGS=$tags "$here/scripts/build-gomod.sh" github.com/containerd/containerd/v2 "$containerd_version" \
+		"github.com/containerd/containerd/v2/cmd/$c" "$cache/mod/$c-$containerd_version" "$containerd_bin/$c" "$containerd_ldflags"
+done
+[ -x "$runc_bin" ] || [ -f /usr/include/seccomp.h ] || die "runc links libseccomp: apt-get install libseccomp-dev (make node-image-tools does)"
+CGO=1 GOTAGS=seccomp,urfave_cli_no_docs "$here/scripts/build-gomod.sh" github.com/opencontainers/runc "$runc_version" \
+	github.com/opencontainers/runc "$cache/mod/runc-$runc_version" "$runc_bin"
 "$here/scripts/build-gomod.sh" go.etcd.io/etcd/server/v3 "$etcd_version" go.etcd.io/etcd/server/v3 \
 	"$cache/mod/etcd-$etcd_version" "$bin/etcd-$etcd_version/etcd"
 for v in "${coredns_versions[@]}"; do
@@ -340,10 +363,18 @@ step "$hosted" build_hosted
 # What a VM boots with direct kernel boot (also written to manifest.json).
 kernel_args="root=LABEL=knest-root ro console=ttyS0"
 disk_hash=$(hash_inputs "$base_hash" "$images_hash" "${hosted_refs[*]}" "$version" "$here/rootfs/overlay" "$here/rootfs/templates" "$0" \
-	"$kube/kubelet" "$kube/kubeadm" "$kube/kubectl")
+	"$kube/kubelet" "$kube/kubeadm" "$kube/kubectl" "$containerd_bin" "$runc_bin")
 disk=$cache/disk/$version-$disk_hash
 image_repo=${NODE_IMAGE_REPOSITORY:-knest/node}
 kernel_repo=${NODE_KERNEL_REPOSITORY:-knest/node-kernel}
+# install_runtime ROOT: containerd, its runc shim, ctr and runc where upstream's
+# release archives put them (the unit, containerd.service, is in rootfs/overlay).
+install_runtime() {
+	local root=$1
+	mkdir -p "$root/usr/local/bin" "$root/usr/local/sbin" "$root/etc/containerd"
+	install -m 0755 "$containerd_bin/containerd" "$containerd_bin/containerd-shim-runc-v2" "$containerd_bin/ctr" "$root/usr/local/bin/"
+	install -m 0755 "$runc_bin" "$root/usr/local/sbin/runc"
+}
 build_disk() {
 	local root=$tmp/rootfs
 	mkdir -p "$root"
@@ -352,6 +383,7 @@ build_disk() {
 	cp -a "$here/rootfs/overlay/." "$root/"
 	systemctl --root="$root" --quiet enable systemd-networkd systemd-resolved containerd ssh kubelet knest-preload-images
 	install -m 0755 "$kube/kubelet" "$kube/kubeadm" "$kube/kubectl" "$root/usr/bin/"
+	install_runtime "$root"
 	sed "s#@PAUSE_IMAGE@#$pause_ref#" "$here/rootfs/templates/containerd-config.toml" >"$root/etc/containerd/config.toml"
 	mkdir -p "$root/opt/cni/bin" "$root/etc/cni/net.d" "$root/var/lib/knest/images" "$root/etc/knest"
 	local p
@@ -371,7 +403,7 @@ build_disk() {
 }
 write_manifest() {
 	local pkgs
-	pkgs=$(grep -E '^(containerd|runc|containernetworking-plugins|cloud-init|linux-image-[0-9].*|systemd|openssh-server|qemu-guest-agent|iptables)=' "$base/packages.lock" |
+	pkgs=$(grep -E '^(containernetworking-plugins|cloud-init|linux-image-[0-9].*|systemd|openssh-server|qemu-guest-agent|iptables)=' "$base/packages.lock" |
 		sed 's/^\(.*\)=\(.*\)$/    "\1": "\2"/' | paste -sd, - | sed 's/,/,\n/g')
 	local refs
 	refs=$(sed 's/.*/    "&"/' "$images/refs.txt" | paste -sd, - | sed 's/,/,\n/g')
@@ -391,6 +423,8 @@ write_manifest() {
   "kernelArgs": "$kernel_args",
   "criSocket": "unix:///var/run/containerd/containerd.sock",
   "cgroupDriver": "systemd",
+  "containerd": "github.com/containerd/containerd/v2@$containerd_version",
+  "runc": "github.com/opencontainers/runc@$runc_version",
   "flannelCNIPluginSource": "github.com/containernetworking/plugins/plugins/meta/flannel@$flannel_cni_version",
   "packages": {
 $pkgs

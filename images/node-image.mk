@@ -18,11 +18,18 @@ NODE_IMAGE_TEST_FLAGS ?=
 
 # What images/build.sh runs (it stops with this list when one is missing).
 NODE_IMAGE_TOOLS := mmdebstrap:mmdebstrap mkfs.ext4:e2fsprogs e2fsck:e2fsprogs debugfs:e2fsprogs \
-	qemu-img:qemu-utils qemu-system-x86_64:qemu-system-x86
+	qemu-img:qemu-utils qemu-system-x86_64:qemu-system-x86 gcc:gcc
+# Files the cgo builds link statically (runc: libseccomp; flanneld, runc: libc).
+NODE_IMAGE_LIBS := /usr/include/seccomp.h:libseccomp-dev /usr/lib/x86_64-linux-gnu/libseccomp.a:libseccomp-dev \
+	/usr/lib/x86_64-linux-gnu/libc.a:libc6-dev
 
 .PHONY: node-image-tools
-node-image-tools: ## Install what the node image build needs (mmdebstrap, e2fsprogs, qemu) from Debian packages.
+node-image-tools: ## Install what the node image build needs (mmdebstrap, e2fsprogs, qemu, gcc, libseccomp-dev) from Debian packages.
 	$(call apt-ensure,$(NODE_IMAGE_TOOLS))
+	@missing=""; for f in $(NODE_IMAGE_LIBS); do [ -e $${f%%:*} ] || missing="$$missing $${f##*:}"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
 
 .PHONY: node-image
 node-image: node-image-tools ## Build the node image for NODE_KUBE_VERSION (default: the newest of NODE_KUBE_VERSIONS) offline.

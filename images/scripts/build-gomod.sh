@@ -3,7 +3,8 @@
 # its own (so each component is built at exactly the version its image tag names).
 #
 # usage: build-gomod.sh MODULE VERSION PACKAGE MODDIR OUT [LDFLAGS]
-# GOMOD_EXTRA holds extra go.mod lines (replace directives) for the generated module.
+# GOMOD_EXTRA holds extra go.mod lines (replace directives) for the generated module;
+# GOTAGS extra build tags, comma-separated (as the module's own Makefile sets them).
 set -euo pipefail
 
 module=${1:?usage: build-gomod.sh MODULE VERSION PACKAGE MODDIR OUT [LDFLAGS]}
@@ -30,11 +31,13 @@ EOM
 	}
 fi
 echo "building $pkg $version"
-# CGO=1 (flanneld's udp backend is cgo) links statically, as upstream does, so the
-# binary runs in an image without a libc.
+tags=${GOTAGS:-}
+# CGO=1 (flanneld's udp backend, runc's nsenter and libseccomp) links statically, as
+# upstream does, so the binary runs in an image without a libc (or without the C
+# libraries it was built against).
 if [ "${CGO:-0}" = 1 ]; then
-	CGO_ENABLED=1 $GO build -trimpath -tags netgo,osusergo -ldflags "-s -w $ldflags -extldflags -static" -o "$out.tmp" "$pkg"
+	CGO_ENABLED=1 $GO build -trimpath -tags "netgo,osusergo${tags:+,$tags}" -ldflags "-s -w $ldflags -extldflags -static" -o "$out.tmp" "$pkg"
 else
-	CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg"
+	CGO_ENABLED=0 $GO build -trimpath ${tags:+-tags "$tags"} -ldflags "-s -w $ldflags" -o "$out.tmp" "$pkg"
 fi
 mv "$out.tmp" "$out"

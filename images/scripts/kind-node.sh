@@ -7,7 +7,7 @@ kind_mod=$(cd "$kind_tools/kind" && $GO list -m -f '{{.Dir}}' sigs.k8s.io/kind)
 kuberouter_ref=knest.local/kube-router:$(cd "$kind_tools/kuberouter" && $GO list -m -f '{{.Version}}' github.com/cloudnativelabs/kube-router/v2)
 kind_hash=$(hash_inputs "$base_hash" "$images_hash" "$version" "$here/kind" "$here/rootfs/overlay" \
 	"$here/rootfs/templates" "$kind_tools/kind/go.mod" "$kind_tools/kuberouter/go.sum" "$here/scripts/kind-node.sh" \
-	"$kube/kubelet" "$kube/kubeadm" "$kube/kubectl")
+	"$kube/kubelet" "$kube/kubeadm" "$kube/kubectl" "$containerd_bin" "$runc_bin")
 kind_out=$cache/kind/$version-$kind_hash
 build_kind() {
 	local root=$tmp/rootfs files=$kind_mod/images/base/files
@@ -39,7 +39,8 @@ JSON
 	# The tenant node's image import, then kind's node files (their kubelet unit and
 	# drop-ins replace the tenant ones), then knest's kind overlay.
 	install -D -m 0755 "$here/rootfs/overlay/usr/lib/knest/import-images" "$root/usr/lib/knest/import-images"
-	install -m 0644 "$here/rootfs/overlay/etc/systemd/system/knest-preload-images.service" "$root/etc/systemd/system/"
+	install -m 0644 "$here/rootfs/overlay/etc/systemd/system/knest-preload-images.service" \
+		"$here/rootfs/overlay/etc/systemd/system/containerd.service" "$root/etc/systemd/system/"
 	install -m 0644 "$here/rootfs/overlay/etc/sysctl.d/90-kubernetes.conf" "$root/etc/sysctl.d/"
 	install -m 0755 "$files"/usr/local/bin/* "$root/usr/local/bin/"
 	mkdir -p "$root/kind/bin" "$root/kind/manifests" "$root/etc/systemd/system/kubelet.service.d" "$root/etc/kubernetes/manifests"
@@ -55,10 +56,14 @@ JSON
 	systemctl --root="$root" --quiet mask systemd-binfmt.service
 	ln -sf /usr/lib/systemd/systemd "$root/sbin/init"
 	install -m 0755 "$kube/kubelet" "$kube/kubeadm" "$kube/kubectl" "$root/usr/bin/"
+	# The tenant node's containerd and runc (build.sh, install_runtime) with its
+	# configuration, not kind's own config.toml: kind's refers to files of kind's base
+	# image (cri-base.json, the fuse-overlayfs proxy plugin) that this node has not.
+	install_runtime "$root"
 	# A container on these hosts has no CAP_SYS_RESOURCE, so runc cannot lower a pod's
 	# oom_score_adj below its own (sandboxes fail "can't get final child's PID from
 	# pipe"); containerd then clamps it, as kind does for rootless nodes.
-	sed -e "s#@PAUSE_IMAGE@#$pause_ref#" -e 's#^\(\s*\)sandbox_image = .*#&\n\1restrict_oom_score_adj = true#' \
+	sed -e "s#@PAUSE_IMAGE@#$pause_ref#" -e 's#^\(\s*restrict_oom_score_adj\) = false#\1 = true#' \
 		"$here/rootfs/templates/containerd-config.toml" >"$root/etc/containerd/config.toml"
 	grep -q 'restrict_oom_score_adj = true' "$root/etc/containerd/config.toml" || die "containerd config: cannot set restrict_oom_score_adj"
 	mkdir -p "$root/opt/cni/bin" "$root/var/lib/knest/images"
