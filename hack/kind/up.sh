@@ -179,8 +179,29 @@ spec:
 EOF
 
 step "Cluster API $CAPI_VERSION, CAPK $CAPK_VERSION"
+# The release manifests' managers request no CPU, so on a host whose cores the VMs
+# fill they are BestEffort (cgroup v1 cpu.shares 2 against the VMs' ~1000): during an
+# upgrade with three emulated VMs each was killed 6–10 times by its 1-second liveness
+# probe or lost its 10-second lease renewal, stalling the rollout for minutes. Here
+# they request 10m (as KubeVirt's own controllers do), their probes get 5 s and a
+# minute of failures, and their leases the timings KCP already defaults to (60/40/5 s).
+mkdir -p "$tmp/providers"
+cp "$PROVIDERS_INSTALL/components.yaml" "$tmp/providers/"
+cat >"$tmp/providers/kustomization.yaml" <<EOF
+resources: [components.yaml]
+patches:
+- target: {kind: Deployment}
+  patch: |-
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --leader-elect-lease-duration=60s}
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --leader-elect-renew-deadline=40s}
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --leader-elect-retry-period=5s}
+    - {op: add, path: /spec/template/spec/containers/0/resources/requests, value: {cpu: 10m}}
+    - {op: add, path: /spec/template/spec/containers/0/livenessProbe/timeoutSeconds, value: 5}
+    - {op: add, path: /spec/template/spec/containers/0/livenessProbe/failureThreshold, value: 6}
+    - {op: add, path: /spec/template/spec/containers/0/readinessProbe/timeoutSeconds, value: 5}
+EOF
 # CRDs first, so the objects of their kinds in the same file are known.
-kubectl apply --server-side --force-conflicts -f "$PROVIDERS_INSTALL/components.yaml"
+kubectl kustomize "$tmp/providers" | kubectl apply --server-side --force-conflicts -f -
 # clusterctl's inventory, so clusterctl (describe, move, upgrade) knows the providers.
 wait_for 120 Established crd/providers.clusterctl.cluster.x-k8s.io
 kubectl apply --server-side --force-conflicts -f "$PROVIDERS_INSTALL/inventory.yaml"
