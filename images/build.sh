@@ -134,6 +134,11 @@ image_ref() {
 	die "kubeadm $version lists no $1 image (got: ${kubeadm_images[*]})"
 }
 etcd_ref=$(image_ref etcd)
+# A hosted control plane's etcd runs the image of pkg/hosted's table for the minor;
+# this node image preloads what kubeadm lists, so the two must agree.
+hosted_etcd=$(sed -n 's/^\s*'"$minor"': "\([^"]*\)",.*$/\1/p' "$repo/pkg/hosted/etcd.go")
+[ "registry.k8s.io/etcd:$hosted_etcd" = "$etcd_ref" ] ||
+	die "kubeadm $version lists $etcd_ref, pkg/hosted/etcd.go's etcdImageTags has ${hosted_etcd:-nothing} for minor $minor: update the table"
 coredns_ref=$(image_ref coredns)
 pause_ref=$(image_ref pause)
 flannel_const() { sed -n 's/^\s*'"$1"'\s*=\s*"\(.*\)"$/\1/p' "$repo/pkg/cluster/flannel.go"; }

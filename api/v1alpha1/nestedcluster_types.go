@@ -83,6 +83,13 @@ const (
 	// InfrastructureReadyCondition is True when the host side (KubevirtCluster,
 	// its API Service) is ready.
 	InfrastructureReadyCondition = "InfrastructureReady"
+	// TenantStateCondition is False when the tenant's API answers without the state
+	// it had: a control plane that came back blank (its kube-system namespace is not
+	// the one knest first saw, status.tenantID). Ready follows it.
+	TenantStateCondition = "TenantState"
+	// EtcdPersistentCondition says whether the tenant's etcd outlives the loss of its
+	// pod or VM. It does not count towards Ready: an ephemeral etcd is a choice.
+	EtcdPersistentCondition = "EtcdPersistent"
 
 	ReconciledReason             = "Reconciled"
 	ApplyFailedReason            = "ApplyFailed"
@@ -100,6 +107,18 @@ const (
 	PausedReason        = "Paused"
 	DeletingReason      = "Deleting"
 	ClusterFailedReason = "ClusterFailed"
+	// StateLostReason: the tenant API answers as another, blank cluster.
+	StateLostReason = "StateLost"
+	// StateKeptReason: the tenant API answers with the cluster knest first saw.
+	StateKeptReason = "StateKept"
+	// StateUnknownReason: the tenant API has not answered yet.
+	StateUnknownReason = "StateUnknown"
+	// PersistentVolumeReason: etcd is on a PersistentVolumeClaim of the host.
+	PersistentVolumeReason = "PersistentVolume"
+	// EphemeralEtcdReason: etcd is on an emptyDir, as spec asked.
+	EphemeralEtcdReason = "EphemeralByRequest"
+	// EphemeralRootDiskReason: etcd is on a control-plane VM's container disk.
+	EphemeralRootDiskReason = "EphemeralRootDisk"
 )
 
 // CNI names the network plugin knest installs into the tenant.
@@ -307,6 +326,7 @@ type ControlPlaneSpec struct {
 }
 
 // HostedControlPlaneSpec sizes a hosted control plane.
+// +kubebuilder:validation:XValidation:rule="!has(self.etcdEphemeral) || !self.etcdEphemeral || !has(self.etcdStorageClassName) || size(self.etcdStorageClassName) == 0",message="controlPlane.hosted.etcdEphemeral puts etcd on an emptyDir: it cannot have an etcdStorageClassName too"
 type HostedControlPlaneSpec struct {
 	// resources of each API server replica's kube-apiserver container, e.g.
 	// requests: {cpu: 100m, memory: 512Mi}.
@@ -314,10 +334,17 @@ type HostedControlPlaneSpec struct {
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// etcdStorageClassName is the class of etcd's volume; empty means the host's
-	// default class, or an emptyDir (data lost with the pod) where it has none.
+	// default class. Without either the control plane waits (condition Available
+	// on its HostedControlPlane says why) unless etcdEphemeral is set.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	EtcdStorageClassName string `json:"etcdStorageClassName,omitempty"`
+
+	// etcdEphemeral puts etcd on an emptyDir: the tenant's objects are lost with
+	// its pod (a host node restart, an eviction). For throwaway tenants only;
+	// condition EtcdPersistent says so.
+	// +optional
+	EtcdEphemeral bool `json:"etcdEphemeral,omitempty"`
 }
 
 // WorkerPool is a named group of identical worker nodes.
@@ -528,6 +555,13 @@ type NestedClusterStatus struct {
 	// kubeconfigSecretName is the Secret (key "value") with the tenant admin kubeconfig.
 	// +optional
 	KubeconfigSecretName string `json:"kubeconfigSecretName,omitempty"`
+
+	// tenantID is the UID of the tenant's kube-system namespace when knest first
+	// reached its API: a control plane that answers with another one came back
+	// blank (condition TenantState).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TenantID string `json:"tenantID,omitempty"`
 }
 
 // ReplicaStatus counts desired and ready nodes.

@@ -132,6 +132,10 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorderFor("knest"),
 		Render:    opts.Render,
+		Tenants:   nestedcluster.KubeconfigTenantReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second},
+		// Often enough that a control plane that came back blank is reported
+		// before anyone acts on it; one GET of kube-system per cluster.
+		TenantCheckInterval: time.Minute,
 	}
 	if err := r.SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: max(opts.Concurrency, 1),

@@ -295,6 +295,7 @@ func (r renderer) hostedControlPlane() *hcpv1.HostedControlPlane {
 	if h := s.ControlPlane.Hosted; h != nil {
 		hcp.Spec.Resources = *h.Resources.DeepCopy()
 		hcp.Spec.Etcd.StorageClassName = h.EtcdStorageClassName
+		hcp.Spec.Etcd.Ephemeral = h.EtcdEphemeral
 	}
 	return hcp
 }

@@ -33,7 +33,6 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
-	"github.com/knest-dev/knest/pkg/kubever"
 )
 
 // Ports.
@@ -61,23 +60,6 @@ func componentImage(name, version string) string {
 	return "registry.k8s.io/" + name + ":" + version
 }
 
-// etcdImageTags are the etcd images kubeadm lists per minor (kubeadm's
-// constants.SupportedEtcdVersion) for the minors knest builds images for.
-var etcdImageTags = map[int]string{34: "3.6.5-0", 35: "3.6.6-0"}
-
-// EtcdImage is the etcd image for a tenant version.
-func EtcdImage(version string) (string, error) {
-	v, err := kubever.Parse(version)
-	if err != nil {
-		return "", err
-	}
-	tag, ok := etcdImageTags[v.Minor]
-	if !ok {
-		return "", fmt.Errorf("knest has no etcd image for Kubernetes %s (it has for minors 34 and 35)", version)
-	}
-	return "registry.k8s.io/etcd:" + tag, nil
-}
-
 // Names of the host objects of a cluster's hosted control plane.
 func ServiceName(cluster string) string    { return cluster + "-apiserver" }
 func DeploymentName(cluster string) string { return cluster + "-control-plane" }
@@ -100,7 +82,8 @@ type Input struct {
 	// ServiceIP is the API server Service's cluster IP: the address the tenant's
 	// VMs, kubeadm's kubeconfigs and the `kubernetes` Service in the tenant use.
 	ServiceIP string
-	// EtcdStorageClass is the class of etcd's volume; nil means an emptyDir.
+	// EtcdStorageClass is the class of etcd's volume (empty: the host's default);
+	// nil means an emptyDir, which the controller uses only when the spec asks.
 	EtcdStorageClass *string
 }
 
@@ -427,123 +410,6 @@ sed -i "s#server: .*#server: https://127.0.0.1:` + strconv.Itoa(APIServerPort) +
 	}
 }
 
-// Etcd is a one-member etcd on a volume of the spec's class (an emptyDir where the
-// host has no class). One member: a hosted control plane's API servers scale, its
-// etcd does not yet (docs/reference.md).
-func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
-	s := in.HCP.Spec
-	c := in.Cluster
-	image, err := EtcdImage(s.Version)
-	if err != nil {
-		return nil, nil, err
-	}
-	host := etcdHost(c, in.ns())
-	flags := map[string]string{
-		"name":                        "$(POD_NAME)",
-		"data-dir":                    "/var/lib/etcd",
-		"listen-client-urls":          "https://0.0.0.0:" + strconv.Itoa(EtcdPort),
-		"advertise-client-urls":       "https://" + host + ":" + strconv.Itoa(EtcdPort),
-		"listen-peer-urls":            "https://0.0.0.0:" + strconv.Itoa(EtcdPeerPort),
-		"initial-advertise-peer-urls": "https://" + host + ":" + strconv.Itoa(EtcdPeerPort),
-		"initial-cluster":             "$(POD_NAME)=https://" + host + ":" + strconv.Itoa(EtcdPeerPort),
-		// Health for the kubelet's probes; the policy admits no one else.
-		"listen-metrics-urls":   "http://0.0.0.0:" + strconv.Itoa(etcdMetrics),
-		"client-cert-auth":      "true",
-		"peer-client-cert-auth": "true",
-		"cert-file":             "/etc/kubernetes/pki/etcd/server.crt",
-		"key-file":              "/etc/kubernetes/pki/etcd/server.key",
-		"trusted-ca-file":       "/etc/kubernetes/pki/etcd/ca.crt",
-		"peer-cert-file":        "/etc/kubernetes/pki/etcd/peer.crt",
-		"peer-key-file":         "/etc/kubernetes/pki/etcd/peer.key",
-		"peer-trusted-ca-file":  "/etc/kubernetes/pki/etcd/ca.crt",
-		"snapshot-count":        "10000",
-		// As the VM control planes' etcd (pkg/cluster): oversubscribed hosts.
-		"heartbeat-interval": "500",
-		"election-timeout":   "10000",
-	}
-	pki := mount("pki", "/etc/kubernetes/pki")
-	data := mount("data", "/var/lib/etcd")
-	certs := `for phase in etcd-server etcd-peer; do kubeadm init phase certs $phase --config /tmp/kubeadm.yaml; done
-`
-	labels := selector(c, ComponentEtcd)
-	sts := &appsv1.StatefulSet{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
-		ObjectMeta: in.meta(EtcdName(c), ComponentEtcd),
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr.To[int32](1),
-			ServiceName: EtcdName(c),
-			Selector:    &metav1.LabelSelector{MatchLabels: labels},
-			// Delete leaves nothing behind: the volume goes with the StatefulSet.
-			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
-				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
-			},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{VersionAnnotation: s.Version}},
-				Spec: corev1.PodSpec{
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					InitContainers: []corev1.Container{kubeadmContainer("certs", s.Version, certs,
-						mount("ca", "/secrets/ca"), mount("etcd-ca", "/secrets/etcd"), mount("config", "/config"), pki)},
-					Containers: []corev1.Container{{
-						Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-						Command:      append([]string{"etcd"}, args(flags)...),
-						Env:          podEnv(),
-						Resources:    requests("20m", "64Mi"),
-						Ports:        []corev1.ContainerPort{{Name: "client", ContainerPort: EtcdPort}, {Name: "peer", ContainerPort: EtcdPeerPort}},
-						VolumeMounts: []corev1.VolumeMount{pki, data},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt(etcdMetrics)}},
-							PeriodSeconds: 5, TimeoutSeconds: 15,
-						},
-						LivenessProbe: &corev1.Probe{
-							ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt(etcdMetrics)}},
-							InitialDelaySeconds: 30, PeriodSeconds: 10, TimeoutSeconds: 15, FailureThreshold: 8,
-						},
-					}},
-					Volumes: []corev1.Volume{
-						secretVolume("ca", secret.Name(c, secret.ClusterCA)),
-						secretVolume("etcd-ca", secret.Name(c, secret.EtcdCA)),
-						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(c)},
-						}}},
-						emptyDir("pki"),
-					},
-				},
-			},
-		},
-	}
-	if in.EtcdStorageClass == nil {
-		sts.Spec.Template.Spec.Volumes = append(sts.Spec.Template.Spec.Volumes, emptyDir("data"))
-	} else {
-		size := resource.MustParse("2Gi")
-		if s.Etcd.Size != nil {
-			size = *s.Etcd.Size
-		}
-		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
-			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: map[string]string{clusterv1.ClusterNameLabel: c}},
-			Spec: corev1.PersistentVolumeClaimSpec{
-				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				StorageClassName: in.EtcdStorageClass,
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
-			},
-		}}
-	}
-	svc := &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: in.meta(EtcdName(c), ComponentEtcd),
-		Spec: corev1.ServiceSpec{
-			ClusterIP:                corev1.ClusterIPNone,
-			Selector:                 labels,
-			PublishNotReadyAddresses: true,
-			Ports: []corev1.ServicePort{
-				{Name: "client", Port: EtcdPort, TargetPort: intstr.FromInt32(EtcdPort), Protocol: corev1.ProtocolTCP},
-				{Name: "peer", Port: EtcdPeerPort, TargetPort: intstr.FromInt32(EtcdPeerPort), Protocol: corev1.ProtocolTCP},
-			},
-		},
-	}
-	return sts, svc, nil
-}
-
 // TenantBootstrapScript runs kubeadm's phases that give the tenant what `kubeadm
 // join` reads and the add-ons a kubeadm control plane installs. Each phase creates
 // or updates, so the Job runs again, unchanged, after an upgrade.
@@ -567,7 +433,9 @@ func (in Input) Job(hash string) *batchv1.Job {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: in.meta(jobName(c, hash), ComponentKubeadm),
 		Spec: batchv1.JobSpec{
-			BackoffLimit: ptr.To[int32](20),
+			// Kubernetes' default; then the controller reports the failure and makes
+			// the Job anew after a backoff of its own.
+			BackoffLimit: ptr.To[int32](6),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: selector(c, ComponentKubeadm)},
 				Spec: corev1.PodSpec{

@@ -49,11 +49,3 @@ func TestKubeadmConfigUsesTheNodesCertificateDirectory(t *testing.T) {
 	}
 }
 
-func TestEtcdImageFollowsKubeadm(t *testing.T) {
-	g := NewWithT(t)
-	img, err := EtcdImage("v1.35.4")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(img).To(Equal("registry.k8s.io/etcd:3.6.6-0"))
-	_, err = EtcdImage("v1.31.0")
-	g.Expect(err).To(MatchError(ContainSubstring("no etcd image for Kubernetes v1.31.0")))
-}

@@ -178,6 +178,7 @@ func spec(s *knestv1.NestedClusterSpec, path *field.Path) field.ErrorList {
 const (
 	hostedReplicasMessage = "a hosted control plane has 1 or 3 API server replicas (controlPlane.replicas)"
 	hostedNeedsModeMsg    = "controlPlane.hosted needs controlPlane.mode Hosted"
+	etcdEphemeralMessage  = "controlPlane.hosted.etcdEphemeral puts etcd on an emptyDir: it cannot have an etcdStorageClassName too"
 )
 
 func hostedControlPlane(cp *knestv1.ControlPlaneSpec, path *field.Path) field.ErrorList {
@@ -193,6 +194,9 @@ func hostedControlPlane(cp *knestv1.ControlPlaneSpec, path *field.Path) field.Er
 		}
 		if cp.Hosted != nil && len(cp.Hosted.EtcdStorageClassName) > 253 {
 			errs = append(errs, field.TooLong(path.Child("hosted", "etcdStorageClassName"), cp.Hosted.EtcdStorageClassName, 253))
+		}
+		if cp.Hosted != nil && cp.Hosted.EtcdEphemeral && cp.Hosted.EtcdStorageClassName != "" {
+			errs = append(errs, field.Invalid(path.Child("hosted"), "{...}", etcdEphemeralMessage))
 		}
 	default:
 		errs = append(errs, field.NotSupported(path.Child("mode"), cp.Mode, []knestv1.ControlPlaneMode{knestv1.ControlPlaneVM, knestv1.ControlPlaneHosted}))

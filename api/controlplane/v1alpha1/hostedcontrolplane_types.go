@@ -13,10 +13,15 @@ const (
 	// version serves and the tenant has what `kubeadm join` reads.
 	AvailableCondition = "Available"
 
-	WaitingForEtcdReason      = "WaitingForEtcd"
-	WaitingForAPIServerReason = "WaitingForAPIServer"
-	WaitingForTenantReason    = "WaitingForTenantBootstrap"
-	AvailableReason           = "Available"
+	WaitingForEtcdReason = "WaitingForEtcd"
+	// NoStorageClassReason: etcd needs a volume and the host has no class for it.
+	NoStorageClassReason = "NoStorageClass"
+	// TenantBootstrapFailedReason: kubeadm's Job in the tenant failed; it is
+	// re-created after a backoff.
+	TenantBootstrapFailedReason = "TenantBootstrapFailed"
+	WaitingForAPIServerReason   = "WaitingForAPIServer"
+	WaitingForTenantReason      = "WaitingForTenantBootstrap"
+	AvailableReason             = "Available"
 )
 
 // HostedControlPlaneSpec is a tenant control plane run as pods on the host.
@@ -93,12 +98,16 @@ type NetworkSpec struct {
 }
 
 // EtcdSpec is etcd's storage.
+// +kubebuilder:validation:XValidation:rule="!has(self.ephemeral) || !self.ephemeral || !has(self.storageClassName) || size(self.storageClassName) == 0",message="etcd.ephemeral puts etcd on an emptyDir: it cannot have a storageClassName too"
 type EtcdSpec struct {
-	// storageClassName of etcd's volume; empty means the host's default class, and
-	// an emptyDir (data lost with the pod) where the host has none.
+	// storageClassName of etcd's volume; empty means the host's default class.
+	// Without either, etcd waits (condition Available says why) unless ephemeral.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	StorageClassName string `json:"storageClassName,omitempty"`
+	// ephemeral puts etcd on an emptyDir: its data is lost with the pod.
+	// +optional
+	Ephemeral bool `json:"ephemeral,omitempty"`
 	// size of etcd's volume.
 	// +kubebuilder:default="2Gi"
 	// +optional
@@ -135,6 +144,13 @@ type HostedControlPlaneStatus struct {
 	// version is the oldest version the API server pods run.
 	// +optional
 	Version string `json:"version,omitempty"`
+	// failedBootstrapJobs counts kubeadm Jobs in a row that failed; the next one
+	// waits 10 s doubled per failure, at most 5 minutes. Zero after a success.
+	// +optional
+	FailedBootstrapJobs int32 `json:"failedBootstrapJobs,omitempty"`
+	// etcdPersistent is true when etcd is on a PersistentVolumeClaim.
+	// +optional
+	EtcdPersistent *bool `json:"etcdPersistent,omitempty"`
 	// observedGeneration is the spec generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

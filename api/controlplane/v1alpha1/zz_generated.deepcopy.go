@@ -142,6 +142,11 @@ func (in *HostedControlPlaneStatus) DeepCopyInto(out *HostedControlPlaneStatus) 
 		*out = new(int32)
 		**out = **in
 	}
+	if in.EtcdPersistent != nil {
+		in, out := &in.EtcdPersistent, &out.EtcdPersistent
+		*out = new(bool)
+		**out = **in
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

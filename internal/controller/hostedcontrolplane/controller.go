@@ -52,6 +52,7 @@ import (
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=addons.cluster.x-k8s.io,resources=clusterresourcesets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch
 
 // fieldOwner is the server-side apply field manager of the host objects.
 const fieldOwner = "knest-hosted-control-plane"
@@ -116,113 +117,130 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 			reterr = kerrors.NewAggregate([]error{reterr, fmt.Errorf("failed to patch HostedControlPlane: %w", err)})
 		}
 	}()
-	requeue, err := r.reconcileNormal(ctx, hcp, c)
+	requeueAfter, err := r.reconcileNormal(ctx, hcp, c)
 	if err != nil {
 		conditions.Set(hcp, metav1.Condition{Type: hcpv1.AvailableCondition, Status: metav1.ConditionFalse,
 			Reason: "ReconcileFailed", Message: err.Error()})
 		return ctrl.Result{}, err
 	}
-	if requeue {
-		return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
-	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: requeueAfter}, nil
 }
 
-func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedControlPlane, c *clusterv1.Cluster) (requeue bool, err error) {
+// reconcileNormal returns how soon to look again when no watched object will say
+// (0: when one does).
+func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedControlPlane, c *clusterv1.Cluster) (requeueAfter time.Duration, err error) {
 	owner := *metav1.NewControllerRef(hcp, hcpv1.GroupVersion.WithKind("HostedControlPlane"))
 	clusterKey := util.ObjectKey(c)
 
 	// The cluster's CAs and service-account key, as KubeadmControlPlane makes them.
 	certs := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
 	if err := certs.LookupOrGenerate(ctx, r.Client, clusterKey, owner); err != nil {
-		return false, fmt.Errorf("failed to look up or generate the cluster certificates: %w", err)
+		return 0, fmt.Errorf("failed to look up or generate the cluster certificates: %w", err)
 	}
 
 	svc := hosted.Service(hcp, c.Name)
 	if err := r.apply(ctx, hcp, svc); err != nil {
-		return false, err
+		return 0, err
 	}
 	if svc.Spec.ClusterIP == "" {
-		return true, nil
+		return 10 * time.Second, nil
 	}
 	in := hosted.Input{HCP: hcp, Cluster: c.Name, ServiceIP: svc.Spec.ClusterIP}
 	hcp.Spec.ControlPlaneEndpoint = in.Endpoint()
 	if err := r.reconcileKubeconfig(ctx, clusterKey, in.Endpoint(), owner); err != nil {
-		return false, err
+		return 0, err
 	}
 
 	cm, err := in.KubeadmConfig()
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	if err := r.apply(ctx, hcp, cm); err != nil {
-		return false, err
+		return 0, err
 	}
 	configHash, err := cluster.ContentHash([]string{hcp.Spec.Version, cm.Data["kubeadm.yaml"]})
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 
-	if in.EtcdStorageClass, err = r.etcdStorageClass(ctx, hcp, c.Name); err != nil {
-		return false, err
+	var persistent bool
+	if in.EtcdStorageClass, persistent, err = r.etcdStorageClass(ctx, hcp, c.Name); err != nil {
+		return 0, err
+	}
+	if !persistent {
+		setAvailable(hcp, metav1.ConditionFalse, hcpv1.NoStorageClassReason,
+			"etcd needs a volume that outlives its pod and the host has no default StorageClass: set spec.etcd.storageClassName "+
+				"(NestedCluster: controlPlane.hosted.etcdStorageClassName), or etcd.ephemeral (etcdEphemeral) to accept losing the tenant's objects with the pod")
+		return 0, nil
+	}
+	hcp.Status.EtcdPersistent = ptr.To(in.EtcdStorageClass != nil)
+	if err := r.reconcileEtcdCerts(ctx, hcp, c.Name, owner); err != nil {
+		return 0, err
 	}
 	sts, etcdSvc, err := in.Etcd()
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	for _, p := range in.Policies() {
 		if err := r.apply(ctx, hcp, p); err != nil {
-			return false, err
+			return 0, err
 		}
 	}
 	agent, agentSet, err := in.Konnectivity()
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	for _, obj := range []client.Object{agent, agentSet} {
 		if err := r.apply(ctx, hcp, obj); err != nil {
-			return false, err
+			return 0, err
 		}
 	}
 	for _, obj := range []client.Object{etcdSvc, sts} {
 		if err := r.apply(ctx, hcp, obj); err != nil {
-			return false, err
+			return 0, err
 		}
+	}
+	if err := r.adoptEtcdClaims(ctx, hcp, c.Name); err != nil {
+		return 0, err
 	}
 	deploy := in.Deployment(configHash[:16])
 	if err := r.apply(ctx, hcp, deploy); err != nil {
-		return false, err
+		return 0, err
 	}
 	r.setReplicas(hcp, deploy)
 
 	switch {
 	case sts.Status.ReadyReplicas < 1 && !initialized(hcp):
 		setAvailable(hcp, metav1.ConditionFalse, hcpv1.WaitingForEtcdReason, "Waiting for etcd")
-		return false, nil
+		return 0, nil
 	case hcp.Status.Version != hcp.Spec.Version || !rolledOut(deploy):
 		setAvailable(hcp, metav1.ConditionFalse, hcpv1.WaitingForAPIServerReason,
 			fmt.Sprintf("Waiting for an API server at %s (%d of %d available, %d up to date)", hcp.Spec.Version,
 				ptr.Deref(hcp.Status.AvailableReplicas, 0), ptr.Deref(hcp.Spec.Replicas, 1), ptr.Deref(hcp.Status.UpToDateReplicas, 0)))
-		return false, nil
+		return 0, nil
 	}
 
 	// The tenant side, with the version's kubeadm; again after every change of
 	// version or configuration (kube-proxy, CoreDNS, kubelet-config move with it).
 	job := in.Job(configHash)
 	if err := r.apply(ctx, hcp, job); err != nil {
-		return false, err
+		return 0, err
+	}
+	if failed := jobFailed(job); failed != nil {
+		return r.retryJob(ctx, hcp, job, failed)
 	}
 	if !jobSucceeded(job) {
 		setAvailable(hcp, metav1.ConditionFalse, hcpv1.WaitingForTenantReason,
 			fmt.Sprintf("Waiting for kubeadm's phases in the tenant (Job %s)", job.Name))
-		return false, nil
+		return 0, nil
 	}
+	hcp.Status.FailedBootstrapJobs = 0
 	if err := r.pruneJobs(ctx, hcp, c.Name, job.Name); err != nil {
-		return false, err
+		return 0, err
 	}
 	hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
 	setAvailable(hcp, metav1.ConditionTrue, hcpv1.AvailableReason, "")
-	return false, nil
+	return 0, nil
 }
 
 // rolledOut: every API server pod runs the current template and one is available,
@@ -281,33 +299,135 @@ func (r *Reconciler) reconcileKubeconfig(ctx context.Context, clusterKey client.
 }
 
 // etcdStorageClass picks etcd's volume: the spec's class, else the host's default
-// class (nil class name), else an emptyDir (nil). A StatefulSet's volumes cannot
-// change, so an existing one keeps what it has.
-func (r *Reconciler) etcdStorageClass(ctx context.Context, hcp *hcpv1.HostedControlPlane, clusterName string) (*string, error) {
+// class (""), else none (persistent false). An emptyDir (nil class) only when the
+// spec asks for one. A StatefulSet's volumes cannot change, so an existing one
+// keeps what it has.
+func (r *Reconciler) etcdStorageClass(ctx context.Context, hcp *hcpv1.HostedControlPlane, clusterName string) (class *string, ok bool, err error) {
 	sts := &appsv1.StatefulSet{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: hcp.Namespace, Name: hosted.EtcdName(clusterName)}, sts)
+	err = r.Client.Get(ctx, client.ObjectKey{Namespace: hcp.Namespace, Name: hosted.EtcdName(clusterName)}, sts)
 	switch {
 	case err == nil:
 		if len(sts.Spec.VolumeClaimTemplates) == 0 {
-			return nil, nil
+			return nil, true, nil
 		}
-		return ptr.To(ptr.Deref(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName, "")), nil
+		return ptr.To(ptr.Deref(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName, "")), true, nil
 	case !apierrors.IsNotFound(err):
-		return nil, err
+		return nil, false, err
 	}
-	if hcp.Spec.Etcd.StorageClassName != "" {
-		return ptr.To(hcp.Spec.Etcd.StorageClassName), nil
+	switch {
+	case hcp.Spec.Etcd.Ephemeral:
+		return nil, true, nil
+	case hcp.Spec.Etcd.StorageClassName != "":
+		return ptr.To(hcp.Spec.Etcd.StorageClassName), true, nil
 	}
 	classes := &storagev1.StorageClassList{}
 	if err := r.Client.List(ctx, classes); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, sc := range classes.Items {
 		if sc.Annotations["storageclass.kubernetes.io/is-default-class"] == "true" {
-			return ptr.To(sc.Name), nil
+			return ptr.To(sc.Name), true, nil
 		}
 	}
-	return nil, nil
+	return nil, false, nil
+}
+
+// reconcileEtcdCerts keeps etcd's serving and peer certificates, signed by Cluster
+// API's etcd CA, in their Secret; they are made anew when missing, for other
+// names or CA, or near their end.
+func (r *Reconciler) reconcileEtcdCerts(ctx context.Context, hcp *hcpv1.HostedControlPlane, clusterName string, owner metav1.OwnerReference) error {
+	ca := &corev1.Secret{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: hcp.Namespace, Name: secret.Name(clusterName, secret.EtcdCA)}, ca); err != nil {
+		return fmt.Errorf("failed to read the etcd CA: %w", err)
+	}
+	current := &corev1.Secret{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: hcp.Namespace, Name: hosted.EtcdCertsName(clusterName)}, current)
+	switch {
+	case err == nil && hosted.EtcdCertificatesCurrent(current.Data, clusterName, hcp.Namespace, ca.Data[secret.TLSCrtDataName], time.Now()):
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return err
+	}
+	data, err := hosted.EtcdCertificates(clusterName, hcp.Namespace, ca.Data[secret.TLSCrtDataName], ca.Data[secret.TLSKeyDataName])
+	if err != nil {
+		return err
+	}
+	s := &corev1.Secret{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Name: hosted.EtcdCertsName(clusterName), Namespace: hcp.Namespace,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: clusterName}},
+		Type: corev1.SecretTypeOpaque,
+		Data: data,
+	}
+	return r.apply(ctx, hcp, s)
+}
+
+// adoptEtcdClaims makes the HostedControlPlane an owner of etcd's volumes, which
+// the StatefulSet keeps (retention policy Retain): they survive the StatefulSet and
+// go with the cluster.
+func (r *Reconciler) adoptEtcdClaims(ctx context.Context, hcp *hcpv1.HostedControlPlane, clusterName string) error {
+	claims := &corev1.PersistentVolumeClaimList{}
+	if err := r.Client.List(ctx, claims, client.InNamespace(hcp.Namespace), client.MatchingLabels(hosted.EtcdClaimSelector(clusterName))); err != nil {
+		return err
+	}
+	for i := range claims.Items {
+		pvc := &claims.Items[i]
+		if util.IsOwnedByObject(pvc, hcp, hcpv1.GroupVersion.WithKind("HostedControlPlane").GroupKind()) {
+			continue
+		}
+		base := pvc.DeepCopy()
+		pvc.OwnerReferences = util.EnsureOwnerRef(pvc.OwnerReferences, metav1.OwnerReference{
+			APIVersion: hcpv1.GroupVersion.String(), Kind: "HostedControlPlane", Name: hcp.Name, UID: hcp.UID,
+		})
+		if err := r.Client.Patch(ctx, pvc, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to make %s an owner of etcd volume %s: %w", hcp.Name, pvc.Name, err)
+		}
+	}
+	return nil
+}
+
+// jobBackoff is the wait before a failed kubeadm Job is made anew: 10 s doubled
+// for each failure in a row, at most 5 minutes.
+func jobBackoff(failures int32) time.Duration {
+	d := 10 * time.Second
+	for i := int32(1); i < failures && d < 5*time.Minute; i++ {
+		d *= 2
+	}
+	return min(d, 5*time.Minute)
+}
+
+// retryJob reports a failed kubeadm Job and deletes it once its backoff has passed,
+// so the next reconcile makes it anew (the cluster's state is kept; kubeadm's
+// phases create or update).
+func (r *Reconciler) retryJob(ctx context.Context, hcp *hcpv1.HostedControlPlane, job *batchv1.Job, failed *batchv1.JobCondition) (time.Duration, error) {
+	// A failure is counted when first seen: in between, the Job made anew ran and
+	// the condition said so.
+	failures := hcp.Status.FailedBootstrapJobs
+	if conditions.GetReason(hcp, hcpv1.AvailableCondition) != hcpv1.TenantBootstrapFailedReason {
+		failures++
+	}
+	hcp.Status.FailedBootstrapJobs = failures
+	wait := jobBackoff(failures) - time.Since(failed.LastTransitionTime.Time)
+	setAvailable(hcp, metav1.ConditionFalse, hcpv1.TenantBootstrapFailedReason,
+		fmt.Sprintf("kubeadm's phases in the tenant failed (Job %s: %s %s; %d in a row); retrying in %s: its pod's log says why",
+			job.Name, failed.Reason, failed.Message, failures, max(wait, 0).Round(time.Second)))
+	if wait > 0 {
+		return wait, nil
+	}
+	// Its deletion brings the HostedControlPlane back (it owns the Job).
+	if err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return 0, fmt.Errorf("failed to delete failed Job %s: %w", job.Name, err)
+	}
+	return 0, nil
+}
+
+func jobFailed(j *batchv1.Job) *batchv1.JobCondition {
+	for i, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return &j.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 func jobSucceeded(j *batchv1.Job) bool {

@@ -7,6 +7,7 @@ package nestedcluster
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -44,6 +45,7 @@ import (
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtmachines,verbs=get;list
 // +kubebuilder:rbac:groups=addons.cluster.x-k8s.io,resources=clusterresourcesets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -62,6 +64,12 @@ type Reconciler struct {
 	// Render holds controller-wide rendering settings (node image repository,
 	// CAPK bootstrap check).
 	Render cluster.Options
+	// Tenants reads a tenant's identity through its API, so that a control plane
+	// that came back blank is reported; nil reads nothing.
+	Tenants TenantReader
+	// TenantCheckInterval is how often an initialized cluster's identity is read
+	// again when nothing else brings it back; 0 leaves it to watched objects.
+	TenantCheckInterval time.Duration
 }
 
 // SetupWithManager registers the controller. It watches every kind it creates, so
@@ -101,6 +109,8 @@ type scope struct {
 	// heldVersion is the version still rolling out while spec.version asks for
 	// another (see heldVersion); empty when none is held.
 	heldVersion string
+	// tenant is what the tenant's API said of its identity; nil when not asked.
+	tenant *tenantState
 }
 
 // Reconcile brings one NestedCluster's Cluster API graph in line with its spec.
@@ -146,7 +156,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if !nc.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.reconcileDelete(ctx, s)
 	}
-	return ctrl.Result{}, r.reconcileNormal(ctx, s)
+	if err := r.reconcileNormal(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	// A control plane can lose its state with nothing Cluster API watches changing.
+	if s.tenant != nil {
+		return ctrl.Result{RequeueAfter: r.TenantCheckInterval}, nil
+	}
+	return ctrl.Result{}, nil
 }
 
 func (r *Reconciler) recordPhase(nc *knestv1.NestedCluster, previous knestv1.Phase) {

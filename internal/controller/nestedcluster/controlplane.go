@@ -1,8 +1,10 @@
 package nestedcluster
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	controlplanev1 "sigs.k8s.io/cluster-api/api/controlplane/kubeadm/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	"github.com/knest-dev/knest/pkg/cluster"
@@ -21,6 +23,11 @@ type controlPlaneState struct {
 	initialized              bool
 	current, ready, upToDate int32
 	statusVersion            string
+	// Hosted only: whether etcd is on a claim (nil: not decided yet), and the
+	// HostedControlPlane's Available condition when it waits for something it
+	// cannot do by itself (no StorageClass, kubeadm's Job failing).
+	etcdPersistent *bool
+	blocked        *metav1.Condition
 }
 
 func kcpState(kcp *controlplanev1.KubeadmControlPlane) *controlPlaneState {
@@ -47,12 +54,23 @@ func hcpState(hcp *hcpv1.HostedControlPlane) *controlPlaneState {
 		hosted:     true,
 		generation: hcp.Generation, observedGeneration: hcp.Status.ObservedGeneration,
 		replicas: ptr.Deref(hcp.Spec.Replicas, 1), version: hcp.Spec.Version,
-		initialized:   ptr.Deref(hcp.Status.Initialization.ControlPlaneInitialized, false),
-		current:       ptr.Deref(hcp.Status.Replicas, 0),
-		ready:         ptr.Deref(hcp.Status.ReadyReplicas, 0),
-		upToDate:      ptr.Deref(hcp.Status.UpToDateReplicas, 0),
-		statusVersion: hcp.Status.Version,
+		initialized:    ptr.Deref(hcp.Status.Initialization.ControlPlaneInitialized, false),
+		current:        ptr.Deref(hcp.Status.Replicas, 0),
+		ready:          ptr.Deref(hcp.Status.ReadyReplicas, 0),
+		upToDate:       ptr.Deref(hcp.Status.UpToDateReplicas, 0),
+		statusVersion:  hcp.Status.Version,
+		etcdPersistent: hcp.Status.EtcdPersistent,
+		blocked:        blocked(hcp),
 	}
+}
+
+func blocked(hcp *hcpv1.HostedControlPlane) *metav1.Condition {
+	c := conditions.Get(hcp, hcpv1.AvailableCondition)
+	if c == nil || c.Status != metav1.ConditionFalse ||
+		c.Reason != hcpv1.NoStorageClassReason && c.Reason != hcpv1.TenantBootstrapFailedReason {
+		return nil
+	}
+	return c
 }
 
 // desiredControlPlane is the control plane knest renders now.

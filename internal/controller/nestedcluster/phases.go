@@ -146,6 +146,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 		}
 		s.pools[p.Name] = md
 	}
+	r.observeTenant(ctx, s)
 	return nil
 }
 

@@ -25,6 +25,8 @@ var ownedConditions = []string{
 	knestv1.InfrastructureReadyCondition,
 	knestv1.ControlPlaneReadyCondition,
 	knestv1.WorkersReadyCondition,
+	knestv1.TenantStateCondition,
+	knestv1.EtcdPersistentCondition,
 }
 
 // summarize computes the NestedCluster's status from what one reconcile observed.
@@ -66,6 +68,8 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 	setInfrastructureReadyCondition(nc, s.cluster)
 	setControlPlaneReadyCondition(nc, s)
 	setWorkersReadyCondition(nc, s)
+	setTenantStateCondition(nc, s)
+	setEtcdPersistentCondition(nc, s)
 	setReadyCondition(nc)
 	st.Phase = phase(nc, s, initialized)
 }
@@ -116,6 +120,12 @@ func setControlPlaneReadyCondition(nc *knestv1.NestedCluster, s *scope) {
 	case !nc.DeletionTimestamp.IsZero():
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.DeletingReason
 		cond.Message = "The control plane is deleted with the cluster"
+	case s.stateLost():
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.StateLostReason
+		cond.Message = "The control plane answers as a new, empty cluster (condition TenantState)"
+	case got != nil && got.blocked != nil:
+		// A hosted control plane that cannot go on by itself says why.
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, got.blocked.Reason, got.blocked.Message
 	case got == nil || !got.initialized:
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.WaitingForControlPlaneReason
 		cond.Message = fmt.Sprintf("Waiting for the first control-plane node to run kubeadm init (%d/%d ready)", cp.Ready, cp.Desired)
@@ -192,9 +202,38 @@ func poolShortfall(p knestv1.PoolStatus, want, md *clusterv1.MachineDeployment) 
 	return "", ""
 }
 
+// setEtcdPersistentCondition says whether the tenant's etcd outlives its pod or
+// VM: a hosted etcd on a claim, a control-plane VM on a DataVolume root disk.
+func setEtcdPersistentCondition(nc *knestv1.NestedCluster, s *scope) {
+	cond := metav1.Condition{Type: knestv1.EtcdPersistentCondition, Status: metav1.ConditionTrue, Reason: knestv1.PersistentVolumeReason}
+	switch {
+	case nc.Spec.ControlPlane.IsHosted():
+		got := s.controlPlane
+		if got == nil || got.etcdPersistent == nil {
+			// Not decided yet (the HostedControlPlane has not picked a volume).
+			return
+		}
+		if !*got.etcdPersistent {
+			cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.EphemeralEtcdReason
+			cond.Message = "etcd is on an emptyDir (controlPlane.hosted.etcdEphemeral): the tenant's objects are lost with its pod"
+		}
+	case nc.Spec.ControlPlane.RootDisk.Type != knestv1.RootDiskDataVolume:
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.EphemeralRootDiskReason
+		cond.Message = "etcd is on the control-plane VMs' container disks: a VM restarted by KubeVirt comes back without it " +
+			"(rootDisk.type DataVolume keeps it where the host has CDI; docs/reference.md#what-survives-what)"
+	}
+	conditions.Set(nc, cond)
+}
+
 // setReadyCondition is the summary: the first condition that is not True decides.
 func setReadyCondition(nc *knestv1.NestedCluster) {
 	cond := metav1.Condition{Type: knestv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: knestv1.ReadyReason, Message: "The tenant cluster is ready"}
+	// A lost state comes first: everything else may look up.
+	if c := conditions.Get(nc, knestv1.TenantStateCondition); c != nil && c.Status == metav1.ConditionFalse {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, c.Reason, c.Message
+		conditions.Set(nc, cond)
+		return
+	}
 	for _, t := range []string{
 		knestv1.TopologyReconciledCondition,
 		knestv1.InfrastructureReadyCondition,
@@ -215,7 +254,7 @@ func phase(nc *knestv1.NestedCluster, s *scope, initialized bool) knestv1.Phase 
 	switch {
 	case !nc.DeletionTimestamp.IsZero():
 		return knestv1.PhaseDeleting
-	case failed(s):
+	case failed(s) || s.stateLost():
 		return knestv1.PhaseFailed
 	case nc.Spec.Paused:
 		return knestv1.PhasePaused

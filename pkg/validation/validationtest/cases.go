@@ -69,6 +69,14 @@ var Cases = []Case{
 	{Name: "hosted settings on a VM control plane", Mutate: func(nc *knestv1.NestedCluster) {
 		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{EtcdStorageClassName: "standard"}
 	}, Field: "spec.controlPlane", Message: "controlPlane.hosted needs controlPlane.mode Hosted", Shared: true},
+	{Name: "hosted etcd ephemeral", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{EtcdEphemeral: true}
+	}},
+	{Name: "hosted etcd ephemeral with a class", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{EtcdEphemeral: true, EtcdStorageClassName: "standard"}
+	}, Field: "spec.controlPlane", Message: "etcdEphemeral puts etcd on an emptyDir", Shared: true},
 	{Name: "unknown control-plane mode", Mutate: func(nc *knestv1.NestedCluster) {
 		nc.Spec.ControlPlane.Mode = "Pods"
 	}, Field: "spec.controlPlane.mode", Message: "Unsupported value"},

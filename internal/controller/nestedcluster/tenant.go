@@ -1,0 +1,100 @@
+package nestedcluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/cluster-api/util/secret"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+)
+
+// TenantReader reads the identity of a tenant cluster through its API: the UID of
+// its kube-system namespace, which a control plane that lost its etcd (a VM
+// restarted from its container disk, a hosted etcd whose volume was lost) makes
+// anew. Cluster API cannot tell: its machines and pods are all up.
+type TenantReader interface {
+	TenantID(ctx context.Context, nc *knestv1.NestedCluster) (string, error)
+}
+
+// KubeconfigTenantReader reads it with Cluster API's admin kubeconfig Secret of
+// the cluster (the one `knest kubeconfig` hands out).
+type KubeconfigTenantReader struct {
+	// Reader reads the Secret; uncached, so the controller watches no Secrets.
+	Reader client.Reader
+	// Timeout bounds one read; a tenant API that does not answer is not a lost one.
+	Timeout time.Duration
+}
+
+// TenantID implements TenantReader.
+func (r KubeconfigTenantReader) TenantID(ctx context.Context, nc *knestv1.NestedCluster) (string, error) {
+	s := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: nc.Namespace, Name: secret.Name(nc.Name, secret.Kubeconfig)}
+	if err := r.Reader.Get(ctx, key, s); err != nil {
+		return "", fmt.Errorf("failed to read the kubeconfig Secret: %w", err)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data[secret.KubeconfigDataName])
+	if err != nil {
+		return "", fmt.Errorf("failed to read the kubeconfig Secret: %w", err)
+	}
+	cfg.Timeout = r.Timeout
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("the tenant API did not answer: %w", err)
+	}
+	return string(ns.UID), nil
+}
+
+// tenantState is what a read of the tenant's identity found.
+type tenantState struct {
+	id  string
+	err error
+}
+
+// observeTenant reads the tenant's identity once its control plane is initialized,
+// and records it the first time.
+func (r *Reconciler) observeTenant(ctx context.Context, s *scope) {
+	if r.Tenants == nil || s.controlPlane == nil || !s.controlPlane.initialized {
+		return
+	}
+	id, err := r.Tenants.TenantID(ctx, s.nc)
+	s.tenant = &tenantState{id: id, err: err}
+	if err == nil && s.nc.Status.TenantID == "" {
+		s.nc.Status.TenantID = id
+	}
+}
+
+// stateLost: the tenant answers as another cluster than the one knest first saw.
+func (s *scope) stateLost() bool {
+	return s.tenant != nil && s.tenant.err == nil && s.nc.Status.TenantID != "" && s.tenant.id != s.nc.Status.TenantID
+}
+
+func setTenantStateCondition(nc *knestv1.NestedCluster, s *scope) {
+	cond := metav1.Condition{Type: knestv1.TenantStateCondition}
+	switch {
+	case s.tenant == nil:
+		// Not initialized yet, or no reader: nothing to say.
+		return
+	case s.tenant.err != nil:
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionUnknown, knestv1.StateUnknownReason, s.tenant.err.Error()
+	case s.stateLost():
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.StateLostReason
+		cond.Message = fmt.Sprintf("The control plane came back without the tenant's state: its kube-system namespace is %s, not %s. "+
+			"Its objects are gone and nodes cannot rejoin; restore it from a snapshot of its etcd (docs/reference.md#when-a-control-plane-loses-its-state)",
+			s.tenant.id, nc.Status.TenantID)
+	default:
+		cond.Status, cond.Reason = metav1.ConditionTrue, knestv1.StateKeptReason
+	}
+	conditions.Set(nc, cond)
+}

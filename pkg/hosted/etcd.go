@@ -1,0 +1,266 @@
+package hosted
+
+import (
+	"crypto/x509"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/certs"
+
+	"github.com/knest-dev/knest/pkg/kubever"
+)
+
+// etcdImageTags is the etcd image of each minor the API accepts: the one kubeadm of
+// that minor lists (`kubeadm config images list`, its constants.DefaultEtcdVersion)
+// at the patch knest builds node images for, or, for minors without one, the
+// newest kubeadm table that names the minor (v1.33.13's for 30, v1.34.4's for 31).
+// images/build.sh checks it against the kubeadm it builds and stops on a
+// difference, so the node image preloads the image a hosted etcd runs.
+//
+// Keyed by minor, not by patch: a patch upgrade never touches etcd's pod. A minor
+// upgrade moves etcd only where kubeadm's table does.
+var etcdImageTags = map[int]string{
+	30: "3.5.24-0",
+	31: "3.5.24-0",
+	32: "3.5.24-0", // kubeadm v1.32.13
+	33: "3.5.24-0", // kubeadm v1.33.13
+	34: "3.6.5-0",  // kubeadm v1.34.4
+	35: "3.6.6-0",  // kubeadm v1.35.4
+	36: "3.6.8-0",  // kubeadm v1.36.3
+}
+
+// EtcdImage is the etcd image for a tenant version.
+func EtcdImage(version string) (string, error) {
+	v, err := kubever.Parse(version)
+	if err != nil {
+		return "", err
+	}
+	tag, ok := etcdImageTags[v.Minor]
+	if !ok {
+		return "", fmt.Errorf("knest has no etcd image for Kubernetes %s (it has for minors 30 to 36)", version)
+	}
+	return "registry.k8s.io/etcd:" + tag, nil
+}
+
+// EtcdCertsName is the Secret with etcd's serving and peer certificates, which
+// the controller makes from Cluster API's etcd CA: the etcd pod then needs no CA
+// key and no kubeadm, so its template changes only when etcd must.
+func EtcdCertsName(cluster string) string { return cluster + "-etcd-certs" }
+
+// Keys of the etcd certificate Secret.
+const (
+	EtcdCACertKey     = "ca.crt"
+	EtcdServerCertKey = "server.crt"
+	EtcdServerKeyKey  = "server.key"
+	EtcdPeerCertKey   = "peer.crt"
+	EtcdPeerKeyKey    = "peer.key"
+)
+
+// etcdCertRenewBefore: certificates (a year, Cluster API's default) are made anew
+// when less than this is left, as kubeadm's `certs renew` advice goes.
+const etcdCertRenewBefore = 90 * 24 * time.Hour
+
+// etcdAltNames are the names a member is reached by: its pod's stable name under
+// the headless Service (every member's, for more than one), the Service, loopback.
+func etcdAltNames(cluster, ns string) certs.AltNames {
+	svc := EtcdName(cluster) + "." + ns + ".svc"
+	return certs.AltNames{
+		DNSNames: []string{"*." + svc, svc, "localhost"},
+		IPs:      []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+}
+
+// EtcdCertificates makes the data of etcd's certificate Secret: a serving and a
+// peer certificate (each also a client certificate, as kubeadm's are), signed by
+// the cluster's etcd CA (Cluster API's `<cluster>-etcd` Secret, PEM).
+func EtcdCertificates(cluster, ns string, caCertPEM, caKeyPEM []byte) (map[string][]byte, error) {
+	caCert, err := certs.DecodeCertPEM(caCertPEM)
+	if err != nil || caCert == nil {
+		return nil, fmt.Errorf("failed to read the etcd CA certificate: %v", err)
+	}
+	caKey, err := certs.DecodePrivateKeyPEM(caKeyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read the etcd CA key: %w", err)
+	}
+	data := map[string][]byte{EtcdCACertKey: caCertPEM}
+	for _, c := range []struct{ cn, certKey, keyKey string }{
+		{EtcdName(cluster), EtcdServerCertKey, EtcdServerKeyKey},
+		{EtcdName(cluster) + "-peer", EtcdPeerCertKey, EtcdPeerKeyKey},
+	} {
+		key, err := certs.NewPrivateKey()
+		if err != nil {
+			return nil, err
+		}
+		cfg := certs.Config{CommonName: c.cn, AltNames: etcdAltNames(cluster, ns),
+			Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+		cert, err := cfg.NewSignedCert(key, caCert, caKey)
+		if err != nil {
+			return nil, fmt.Errorf("failed to sign etcd's %s certificate: %w", c.cn, err)
+		}
+		data[c.certKey], data[c.keyKey] = certs.EncodeCertPEM(cert), certs.EncodePrivateKeyPEM(key)
+	}
+	return data, nil
+}
+
+// EtcdCertificatesCurrent tells whether data holds both certificates, signed by
+// this CA, for the names etcd needs, with more than etcdCertRenewBefore left.
+func EtcdCertificatesCurrent(data map[string][]byte, cluster, ns string, caCertPEM []byte, now time.Time) bool {
+	caCert, err := certs.DecodeCertPEM(caCertPEM)
+	if err != nil || caCert == nil {
+		return false
+	}
+	want := etcdAltNames(cluster, ns)
+	for _, k := range []string{EtcdServerCertKey, EtcdPeerCertKey} {
+		c, err := certs.DecodeCertPEM(data[k])
+		if err != nil || c == nil || c.CheckSignatureFrom(caCert) != nil || now.Add(etcdCertRenewBefore).After(c.NotAfter) ||
+			!slices.Equal(c.DNSNames, want.DNSNames) || len(c.IPAddresses) != len(want.IPs) {
+			return false
+		}
+	}
+	return string(data[EtcdCACertKey]) == string(caCertPEM)
+}
+
+// EtcdQuotaBytes is etcd's backend quota for a volume: three quarters of it, so
+// the quota alarm (which keeps etcd readable and lets it be compacted and
+// defragmented) fires before the disk is full, with room for the WAL and snapshots.
+func EtcdQuotaBytes(volume resource.Quantity) int64 { return volume.Value() / 4 * 3 }
+
+// DefaultEtcdVolume is etcd's volume size when the spec gives none.
+var DefaultEtcdVolume = resource.MustParse("2Gi")
+
+// Etcd is a one-member etcd on a volume of the given class, or an emptyDir (nil
+// class). One member: a hosted control plane's API servers scale, its etcd does
+// not yet (docs/reference.md).
+//
+// Its pod template holds nothing of the tenant's Kubernetes version but etcd's
+// image: certificates come from EtcdCertsName (renewed in place; etcd reads them
+// at each handshake), so patch upgrades leave the member running.
+func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
+	s := in.HCP.Spec
+	c := in.Cluster
+	image, err := EtcdImage(s.Version)
+	if err != nil {
+		return nil, nil, err
+	}
+	host := etcdHost(c, in.ns())
+	const pki = "/etc/etcd/pki/"
+	flags := map[string]string{
+		"name":                        "$(POD_NAME)",
+		"data-dir":                    "/var/lib/etcd",
+		"listen-client-urls":          "https://0.0.0.0:" + strconv.Itoa(EtcdPort),
+		"advertise-client-urls":       "https://" + host + ":" + strconv.Itoa(EtcdPort),
+		"listen-peer-urls":            "https://0.0.0.0:" + strconv.Itoa(EtcdPeerPort),
+		"initial-advertise-peer-urls": "https://" + host + ":" + strconv.Itoa(EtcdPeerPort),
+		"initial-cluster":             "$(POD_NAME)=https://" + host + ":" + strconv.Itoa(EtcdPeerPort),
+		// Health for the kubelet's probes; the policy admits no one else.
+		"listen-metrics-urls":   "http://0.0.0.0:" + strconv.Itoa(etcdMetrics),
+		"client-cert-auth":      "true",
+		"peer-client-cert-auth": "true",
+		"cert-file":             pki + EtcdServerCertKey,
+		"key-file":              pki + EtcdServerKeyKey,
+		"trusted-ca-file":       pki + EtcdCACertKey,
+		"peer-cert-file":        pki + EtcdPeerCertKey,
+		"peer-key-file":         pki + EtcdPeerKeyKey,
+		"peer-trusted-ca-file":  pki + EtcdCACertKey,
+		"snapshot-count":        "10000",
+		// As the VM control planes' etcd (pkg/cluster): oversubscribed hosts.
+		"heartbeat-interval": "500",
+		"election-timeout":   "10000",
+	}
+	size := DefaultEtcdVolume
+	if s.Etcd.Size != nil {
+		size = *s.Etcd.Size
+	}
+	if in.EtcdStorageClass != nil {
+		// kube-apiserver compacts every 5 minutes; the quota keeps the file inside
+		// the volume until it is defragmented.
+		flags["quota-backend-bytes"] = strconv.FormatInt(EtcdQuotaBytes(size), 10)
+	}
+	labels := selector(c, ComponentEtcd)
+	sts := &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: in.meta(EtcdName(c), ComponentEtcd),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To[int32](1),
+			ServiceName: EtcdName(c),
+			Selector:    &metav1.LabelSelector{MatchLabels: labels},
+			// The volume outlives the StatefulSet (an accidental delete, a re-create
+			// with other settings); the controller makes the HostedControlPlane its
+			// owner, so deleting the cluster removes it.
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType, WhenScaled: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					AutomountServiceAccountToken: ptr.To(false),
+					EnableServiceLinks:           ptr.To(false),
+					Containers: []corev1.Container{{
+						Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
+						Command:      append([]string{"etcd"}, args(flags)...),
+						Env:          podEnv(),
+						Resources:    requests("20m", "64Mi"),
+						Ports:        []corev1.ContainerPort{{Name: "client", ContainerPort: EtcdPort}, {Name: "peer", ContainerPort: EtcdPeerPort}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: pki, ReadOnly: true}, mount("data", "/var/lib/etcd")},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt(etcdMetrics)}},
+							PeriodSeconds: 5, TimeoutSeconds: 15,
+						},
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt(etcdMetrics)}},
+							InitialDelaySeconds: 30, PeriodSeconds: 10, TimeoutSeconds: 15, FailureThreshold: 8,
+						},
+					}},
+					Volumes: []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+						SecretName: EtcdCertsName(c), DefaultMode: ptr.To[int32](0o400),
+					}}}},
+				},
+			},
+		},
+	}
+	if in.EtcdStorageClass == nil {
+		sts.Spec.Template.Spec.Volumes = append(sts.Spec.Template.Spec.Volumes, emptyDir("data"))
+	} else {
+		sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+			ObjectMeta: metav1.ObjectMeta{Name: "data", Labels: map[string]string{clusterv1.ClusterNameLabel: c}},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				StorageClassName: in.EtcdStorageClass,
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+			},
+		}}
+		if *in.EtcdStorageClass == "" {
+			// The host's default class, picked by the API server.
+			sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName = nil
+		}
+	}
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: in.meta(EtcdName(c), ComponentEtcd),
+		Spec: corev1.ServiceSpec{
+			ClusterIP:                corev1.ClusterIPNone,
+			Selector:                 labels,
+			PublishNotReadyAddresses: true,
+			Ports: []corev1.ServicePort{
+				{Name: "client", Port: EtcdPort, TargetPort: intstr.FromInt32(EtcdPort), Protocol: corev1.ProtocolTCP},
+				{Name: "peer", Port: EtcdPeerPort, TargetPort: intstr.FromInt32(EtcdPeerPort), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+	return sts, svc, nil
+}
+
+// EtcdClaimSelector selects the cluster's etcd volumes.
+func EtcdClaimSelector(cluster string) map[string]string {
+	return map[string]string{clusterv1.ClusterNameLabel: cluster}
+}

@@ -1,0 +1,120 @@
+package hosted
+
+import (
+	"crypto/x509"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/certs"
+	"sigs.k8s.io/cluster-api/util/secret"
+)
+
+func TestEtcdImageFollowsKubeadm(t *testing.T) {
+	g := NewWithT(t)
+	img, err := EtcdImage("v1.35.4")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(img).To(Equal("registry.k8s.io/etcd:3.6.6-0"))
+	// Every minor the API accepts has one.
+	for minor := 30; minor <= 36; minor++ {
+		_, err := EtcdImage("v1." + strconv.Itoa(minor) + ".0")
+		g.Expect(err).NotTo(HaveOccurred(), "minor %d", minor)
+	}
+	_, err = EtcdImage("v1.29.0")
+	g.Expect(err).To(MatchError(ContainSubstring("no etcd image for Kubernetes v1.29.0")))
+}
+
+func etcdAt(t *testing.T, version string, class *string) *appsv1.StatefulSet {
+	t.Helper()
+	in := input()
+	in.HCP.Spec.Version = version
+	in.EtcdStorageClass = class
+	sts, _, err := in.Etcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sts
+}
+
+// A single member is re-created whenever its pod template changes: a patch
+// upgrade must not change it, a minor upgrade only where kubeadm moves etcd.
+func TestEtcdPodTemplateChangesOnlyWithEtcd(t *testing.T) {
+	g := NewWithT(t)
+	class := ptr.To("fast")
+	base := etcdAt(t, "v1.35.4", class)
+	g.Expect(equality.Semantic.DeepEqual(base.Spec.Template, etcdAt(t, "v1.35.9", class).Spec.Template)).To(BeTrue(),
+		"a patch upgrade changed etcd's pod template")
+
+	minor := etcdAt(t, "v1.34.4", class).Spec.Template
+	g.Expect(minor.Spec.Containers[0].Image).To(Equal("registry.k8s.io/etcd:3.6.5-0"))
+	minor.Spec.Containers[0].Image = base.Spec.Template.Spec.Containers[0].Image
+	g.Expect(equality.Semantic.DeepEqual(base.Spec.Template, minor)).To(BeTrue(), "a minor upgrade changed more than etcd's image")
+
+	// No kubeadm and no CA key in the pod: its certificates come from their Secret.
+	spec := base.Spec.Template.Spec
+	g.Expect(spec.InitContainers).To(BeEmpty())
+	for _, v := range spec.Volumes {
+		if v.Secret != nil {
+			g.Expect(v.Secret.SecretName).To(Equal(EtcdCertsName("demo")))
+		}
+	}
+}
+
+func TestEtcdVolumeOutlivesTheStatefulSetAndBoundsTheQuota(t *testing.T) {
+	g := NewWithT(t)
+	sts := etcdAt(t, "v1.35.4", ptr.To(""))
+	p := sts.Spec.PersistentVolumeClaimRetentionPolicy
+	g.Expect(p.WhenDeleted).To(Equal(appsv1.RetainPersistentVolumeClaimRetentionPolicyType))
+	g.Expect(p.WhenScaled).To(Equal(appsv1.RetainPersistentVolumeClaimRetentionPolicyType))
+	g.Expect(sts.Spec.VolumeClaimTemplates).To(HaveLen(1))
+	// "" is the host's default class: no class name, so the API server picks it.
+	g.Expect(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName).To(BeNil())
+	g.Expect(sts.Spec.Template.Spec.Containers[0].Command).To(ContainElement("--quota-backend-bytes=1610612736")) // 3/4 of 2Gi
+
+	in := input()
+	in.EtcdStorageClass = ptr.To("fast")
+	in.HCP.Spec.Etcd.Size = ptr.To(resource.MustParse("8Gi"))
+	sts, _, err := in.Etcd()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(*sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName).To(Equal("fast"))
+	g.Expect(sts.Spec.Template.Spec.Containers[0].Command).To(ContainElement("--quota-backend-bytes=6442450944"))
+
+	// An emptyDir only when asked (nil class), and no quota beyond etcd's own.
+	sts = etcdAt(t, "v1.35.4", nil)
+	g.Expect(sts.Spec.VolumeClaimTemplates).To(BeEmpty())
+	g.Expect(strings.Join(sts.Spec.Template.Spec.Containers[0].Command, " ")).NotTo(ContainSubstring("quota-backend-bytes"))
+}
+
+func TestEtcdCertificates(t *testing.T) {
+	g := NewWithT(t)
+	ca := secret.NewCertificatesForInitialControlPlane(nil).GetByPurpose(secret.EtcdCA)
+	g.Expect(ca.Generate()).To(Succeed())
+	data, err := EtcdCertificates("demo", "team-a", ca.KeyPair.Cert, ca.KeyPair.Key)
+	g.Expect(err).NotTo(HaveOccurred())
+	now := time.Now()
+	g.Expect(EtcdCertificatesCurrent(data, "demo", "team-a", ca.KeyPair.Cert, now)).To(BeTrue())
+
+	server, err := tlsCert(data[EtcdServerCertKey])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(server.VerifyHostname(etcdHost("demo", "team-a"))).To(Succeed())
+	g.Expect(server.VerifyHostname("demo-etcd-2.demo-etcd.team-a.svc")).To(Succeed())
+	g.Expect(server.VerifyHostname("demo-etcd-0.demo-etcd.team-b.svc")).NotTo(Succeed())
+
+	// Made anew: for another namespace, near their end, or after the CA changed.
+	g.Expect(EtcdCertificatesCurrent(data, "demo", "team-b", ca.KeyPair.Cert, now)).To(BeFalse())
+	g.Expect(EtcdCertificatesCurrent(data, "demo", "team-a", ca.KeyPair.Cert, now.Add(300*24*time.Hour))).To(BeFalse())
+	other := secret.NewCertificatesForInitialControlPlane(nil).GetByPurpose(secret.EtcdCA)
+	g.Expect(other.Generate()).To(Succeed())
+	g.Expect(EtcdCertificatesCurrent(data, "demo", "team-a", other.KeyPair.Cert, now)).To(BeFalse())
+	delete(data, EtcdPeerKeyKey)
+	data[EtcdPeerCertKey] = []byte("garbage")
+	g.Expect(EtcdCertificatesCurrent(data, "demo", "team-a", ca.KeyPair.Cert, now)).To(BeFalse())
+}
+
+func tlsCert(pem []byte) (*x509.Certificate, error) { return certs.DecodeCertPEM(pem) }
