@@ -180,6 +180,9 @@ func (e *Env) Stop() error {
 	return errors.Join(errs...)
 }
 
+// Kubeconfig is an admin kubeconfig of the test bed's API server.
+func (e *Env) Kubeconfig() []byte { return e.env.KubeConfig }
+
 // WriteKubeconfig writes an admin kubeconfig for this API server to path, for code
 // that takes a kubeconfig file (the CLI).
 func (e *Env) WriteKubeconfig(path string) error {

@@ -14,6 +14,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
@@ -251,4 +252,117 @@ func TestSummarizeWhileDeletingSaysWhatItWaitsFor(t *testing.T) {
 	cp := conditions.Get(nc, knestv1.ControlPlaneReadyCondition)
 	g.Expect(cp.Reason).To(Equal(knestv1.DeletingReason))
 	g.Expect(cp.Message).NotTo(ContainSubstring("kubeadm init"))
+}
+
+// A control plane that came back blank looks healthy to Cluster API (machines and
+// pods up, a version reported); only the tenant's own API can tell.
+func TestSummarizeBlankControlPlane(t *testing.T) {
+	ready := func() *scope {
+		kcp := &controlplanev1.KubeadmControlPlane{}
+		kcp.Generation, kcp.Status.ObservedGeneration = 1, 1
+		kcp.Spec.Replicas, kcp.Spec.Version = ptr.To(int32(1)), knestv1.DefaultVersion
+		kcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+		kcp.Status.Replicas, kcp.Status.ReadyReplicas, kcp.Status.UpToDateReplicas = ptr.To(int32(1)), ptr.To(int32(1)), ptr.To(int32(1))
+		kcp.Status.Version = knestv1.DefaultVersion
+		c := &clusterv1.Cluster{}
+		c.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
+		return &scope{cluster: c, controlPlane: kcpState(kcp)}
+	}
+	tests := []struct {
+		name       string
+		recorded   string
+		tenant     *tenantState
+		wantPhase  knestv1.Phase
+		wantReason string
+		wantState  metav1.ConditionStatus
+		wantID     string
+	}{
+		{name: "first reading is recorded", tenant: &tenantState{id: "uid-1"},
+			wantPhase: knestv1.PhaseRunning, wantReason: knestv1.ReadyReason, wantState: metav1.ConditionTrue, wantID: "uid-1"},
+		{name: "same cluster", recorded: "uid-1", tenant: &tenantState{id: "uid-1"},
+			wantPhase: knestv1.PhaseRunning, wantReason: knestv1.ReadyReason, wantState: metav1.ConditionTrue, wantID: "uid-1"},
+		{name: "blank cluster", recorded: "uid-1", tenant: &tenantState{id: "uid-2"},
+			wantPhase: knestv1.PhaseFailed, wantReason: knestv1.StateLostReason, wantState: metav1.ConditionFalse, wantID: "uid-1"},
+		// A tenant API that does not answer is not a lost one (and not recorded).
+		{name: "no answer", recorded: "uid-1", tenant: &tenantState{err: errors.New("i/o timeout")},
+			wantPhase: knestv1.PhaseRunning, wantReason: knestv1.ReadyReason, wantState: metav1.ConditionUnknown, wantID: "uid-1"},
+		{name: "no answer before the first reading", tenant: &tenantState{err: errors.New("i/o timeout")},
+			wantPhase: knestv1.PhaseRunning, wantReason: knestv1.ReadyReason, wantState: metav1.ConditionUnknown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+			cluster.Default(nc)
+			nc.Spec.Workers = nil
+			nc.Status.Phase = knestv1.PhaseRunning
+			nc.Status.TenantID = tt.recorded
+			s := ready()
+			s.nc, s.tenant = nc, tt.tenant
+			if tt.tenant.err == nil && nc.Status.TenantID == "" {
+				nc.Status.TenantID = tt.tenant.id // as observeTenant does
+			}
+			summarize(nc, s)
+
+			g.Expect(nc.Status.Phase).To(Equal(tt.wantPhase))
+			g.Expect(conditions.GetReason(nc, knestv1.ReadyCondition)).To(Equal(tt.wantReason))
+			g.Expect(conditions.Get(nc, knestv1.TenantStateCondition).Status).To(Equal(tt.wantState))
+			g.Expect(nc.Status.TenantID).To(Equal(tt.wantID))
+			if tt.wantState == metav1.ConditionFalse {
+				g.Expect(conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition)).To(Equal(knestv1.StateLostReason))
+				g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).To(And(ContainSubstring("uid-2"), ContainSubstring("restore")))
+			}
+		})
+	}
+}
+
+func TestSummarizeEtcdPersistence(t *testing.T) {
+	hosted := func(persistent *bool, available *metav1.Condition) *controlPlaneState {
+		hcp := &hcpv1.HostedControlPlane{}
+		hcp.Status.EtcdPersistent = persistent
+		if available != nil {
+			hcp.Status.Conditions = []metav1.Condition{*available}
+		}
+		return hcpState(hcp)
+	}
+	noClass := &metav1.Condition{Type: hcpv1.AvailableCondition, Status: metav1.ConditionFalse, Reason: hcpv1.NoStorageClassReason, Message: "etcd needs a volume"}
+	tests := []struct {
+		name       string
+		mode       knestv1.ControlPlaneMode
+		rootDisk   knestv1.RootDiskType
+		cp         *controlPlaneState
+		wantStatus metav1.ConditionStatus // "": no condition yet
+		wantReason string
+		wantCP     string
+	}{
+		{name: "VM on a container disk", mode: knestv1.ControlPlaneVM,
+			wantStatus: metav1.ConditionFalse, wantReason: knestv1.EphemeralRootDiskReason, wantCP: knestv1.WaitingForControlPlaneReason},
+		{name: "VM on a DataVolume", mode: knestv1.ControlPlaneVM, rootDisk: knestv1.RootDiskDataVolume,
+			wantStatus: metav1.ConditionTrue, wantReason: knestv1.PersistentVolumeReason, wantCP: knestv1.WaitingForControlPlaneReason},
+		{name: "hosted, volume not picked yet", mode: knestv1.ControlPlaneHosted, cp: hosted(nil, nil), wantCP: knestv1.WaitingForControlPlaneReason},
+		{name: "hosted on a claim", mode: knestv1.ControlPlaneHosted, cp: hosted(ptr.To(true), nil),
+			wantStatus: metav1.ConditionTrue, wantReason: knestv1.PersistentVolumeReason, wantCP: knestv1.WaitingForControlPlaneReason},
+		{name: "hosted on an emptyDir", mode: knestv1.ControlPlaneHosted, cp: hosted(ptr.To(false), nil),
+			wantStatus: metav1.ConditionFalse, wantReason: knestv1.EphemeralEtcdReason, wantCP: knestv1.WaitingForControlPlaneReason},
+		{name: "hosted without a class", mode: knestv1.ControlPlaneHosted, cp: hosted(nil, noClass), wantCP: hcpv1.NoStorageClassReason},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := NewWithT(t)
+			nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+			nc.Spec.ControlPlane.Mode = tt.mode
+			nc.Spec.ControlPlane.RootDisk.Type = tt.rootDisk
+			cluster.Default(nc)
+			summarize(nc, &scope{controlPlane: tt.cp})
+
+			c := conditions.Get(nc, knestv1.EtcdPersistentCondition)
+			if tt.wantStatus == "" {
+				g.Expect(c).To(BeNil())
+			} else {
+				g.Expect(c).To(And(HaveField("Status", tt.wantStatus), HaveField("Reason", tt.wantReason)))
+			}
+			g.Expect(conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition)).To(Equal(tt.wantCP))
+			g.Expect(conditions.GetReason(nc, knestv1.ReadyCondition)).NotTo(Equal(knestv1.EphemeralRootDiskReason), "persistence is not readiness")
+		})
+	}
 }
