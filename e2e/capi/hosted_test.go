@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -83,13 +84,66 @@ func TestHostedControlPlaneContract(t *testing.T) {
 	g.Expect(kc.Spec.SshKeys.DataSecretName).To(BeNil(), "CAPK must leave an externally managed KubevirtCluster alone")
 	g.Expect(env.Client.Get(ctx, in("demo-lb"), &corev1.Service{})).To(Satisfy(apierrors.IsNotFound))
 
-	// The host objects, at the version's preloaded images.
+	// The test bed has no StorageClass: etcd waits for one rather than falling back
+	// to an emptyDir, and both objects say why.
 	deploy := &appsv1.Deployment{}
 	sts := &appsv1.StatefulSet{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(hcp), hcp)).To(Succeed())
+		g.Expect(conditions.GetReason(hcp, hcpv1.AvailableCondition)).To(Equal(hcpv1.NoStorageClassReason))
+		g.Expect(env.Client.Get(ctx, key, nc)).To(Succeed())
+		g.Expect(conditions.Get(nc, knestv1.ControlPlaneReadyCondition)).To(And(
+			HaveField("Reason", hcpv1.NoStorageClassReason), HaveField("Message", ContainSubstring("etcdStorageClassName"))))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(env.Client.Get(ctx, in(hosted.EtcdName("demo")), sts)).To(Satisfy(apierrors.IsNotFound))
+
+	// A default class appears: etcd gets a claim of it.
+	class := &storagev1.StorageClass{
+		ObjectMeta:  metav1.ObjectMeta{GenerateName: "e2e-default-", Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}},
+		Provisioner: "example.com/none",
+	}
+	g.Expect(env.Client.Create(ctx, class)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), class) })
+
+	// The host objects, at the version's preloaded images.
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, in(hosted.DeploymentName("demo")), deploy)).To(Succeed())
 		g.Expect(env.Client.Get(ctx, in(hosted.EtcdName("demo")), sts)).To(Succeed())
 	}, timeout, interval).Should(Succeed())
+	g.Expect(sts.Spec.VolumeClaimTemplates).To(HaveLen(1))
+	g.Expect(sts.Spec.VolumeClaimTemplates[0].Spec.StorageClassName).To(HaveValue(Equal(class.Name)))
+	g.Expect(sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted).To(Equal(appsv1.RetainPersistentVolumeClaimRetentionPolicyType))
+	// etcd's certificates come from the controller, signed by Cluster API's etcd CA.
+	etcdCerts := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, in(hosted.EtcdCertsName("demo")), etcdCerts)).To(Succeed())
+	g.Expect(metav1.IsControlledBy(etcdCerts, hcp)).To(BeTrue())
+	g.Expect(etcdCerts.Data).To(HaveKey(hosted.EtcdServerCertKey))
+	g.Expect(hosted.EtcdCertificatesCurrent(etcdCerts.Data, "demo", ns.Name, secretData(ctx, g, in("demo-etcd"))["tls.crt"], time.Now())).To(BeTrue())
+
+	// The claim the StatefulSet controller makes (the test bed runs none; the test
+	// plays it) is adopted by the HostedControlPlane: it outlives the StatefulSet and
+	// goes with the cluster.
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data-" + hosted.EtcdName("demo") + "-0", Namespace: ns.Name, Labels: sts.Spec.VolumeClaimTemplates[0].Labels},
+		Spec:       sts.Spec.VolumeClaimTemplates[0].Spec,
+	}
+	g.Expect(env.Client.Create(ctx, claim)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
+		g.Expect(claim.OwnerReferences).To(ContainElement(HaveField("UID", hcp.UID)))
+	}, timeout, interval).Should(Succeed())
+	// An accidental delete of the StatefulSet: made anew, its volume kept.
+	g.Expect(env.Client.Delete(ctx, sts)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		fresh := &appsv1.StatefulSet{}
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sts), fresh)).To(Succeed())
+		g.Expect(fresh.UID).NotTo(Equal(sts.UID))
+		*sts = *fresh
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(claim), claim)).To(Succeed())
+		g.Expect(claim.DeletionTimestamp).To(BeNil())
+	}, 2*time.Second, interval).Should(Succeed())
 	keep(t, "hosted-deployment.yaml", deploy)
 	keep(t, "hosted-etcd.yaml", sts)
 	pod := deploy.Spec.Template.Spec
@@ -124,6 +178,23 @@ func TestHostedControlPlaneContract(t *testing.T) {
 	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(hcp), hcp)).To(Succeed())
 	g.Expect(hcp.Status.Version).To(Equal(knestv1.DefaultVersion))
 	g.Expect(hcp.Status.Initialization.ControlPlaneInitialized).To(BeNil(), "initialized before kubeadm's phases ran in the tenant")
+
+	// The Job fails: status says so, and after its backoff (10 s for the first
+	// failure) the Job is made anew rather than waited for forever.
+	setJobFailed(ctx, g, job)
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(hcp), hcp)).To(Succeed())
+		g.Expect(conditions.Get(hcp, hcpv1.AvailableCondition)).To(And(HaveField("Reason", hcpv1.TenantBootstrapFailedReason),
+			HaveField("Message", And(ContainSubstring(job.Name), ContainSubstring("BackoffLimitExceeded"), ContainSubstring("retrying in")))))
+		g.Expect(hcp.Status.FailedBootstrapJobs).To(Equal(int32(1)))
+		g.Expect(env.Client.Get(ctx, key, nc)).To(Succeed())
+		g.Expect(conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition)).To(Equal(hcpv1.TenantBootstrapFailedReason))
+	}, timeout, interval).Should(Succeed())
+	failedUID := job.UID
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(job), job)).To(Succeed())
+		g.Expect(job.UID).NotTo(Equal(failedUID))
+	}, timeout, interval).Should(Succeed())
 
 	// The Job done: initialized; Cluster API takes the endpoint and starts the workers.
 	setJobComplete(ctx, g, job)
@@ -182,6 +253,10 @@ func TestHostedControlPlaneContract(t *testing.T) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(hcp), hcp)).To(Succeed())
 		g.Expect(hcp.Status.Version).To(Equal("v1.35.5"))
 	}, timeout, interval).Should(Succeed())
+	// A patch upgrade leaves etcd's single member running.
+	etcdGeneration := sts.Generation
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(sts), sts)).To(Succeed())
+	g.Expect(sts.Generation).To(Equal(etcdGeneration), "a patch upgrade changed etcd's StatefulSet")
 	g.Expect(provs.Err()).NotTo(HaveOccurred())
 
 	// Delete: nothing left, the control plane's host objects included.
@@ -192,6 +267,12 @@ func TestHostedControlPlaneContract(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(leftovers(ctx, ns.Name)).To(BeEmpty())
 	}, timeout, interval).Should(Succeed())
+}
+
+func secretData(ctx context.Context, g Gomega, key client.ObjectKey) map[string][]byte {
+	s := &corev1.Secret{}
+	g.Expect(env.Client.Get(ctx, key, s)).To(Succeed())
+	return s.Data
 }
 
 func secretValue(ctx context.Context, g Gomega, key client.ObjectKey) []byte {
@@ -217,6 +298,22 @@ func setStatefulSetReady(ctx context.Context, g Gomega, s *appsv1.StatefulSet) {
 		s.Status = appsv1.StatefulSetStatus{ObservedGeneration: s.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
 			CurrentReplicas: 1, UpdatedReplicas: 1}
 		g.Expect(env.Client.Status().Update(ctx, s)).To(Succeed())
+	}, timeout, interval).Should(Succeed())
+}
+
+// setJobFailed writes a failed Job's status as the Job controller does once the
+// backoff limit is reached (FailureTarget before Failed).
+func setJobFailed(ctx context.Context, g Gomega, j *batchv1.Job) {
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(j), j)).To(Succeed())
+		now := metav1.Now()
+		j.Status = batchv1.JobStatus{StartTime: &now, Failed: 7, Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded,
+				Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: batchv1.JobReasonBackoffLimitExceeded,
+				Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
+		}}
+		g.Expect(env.Client.Status().Update(ctx, j)).To(Succeed())
 	}, timeout, interval).Should(Succeed())
 }
 

@@ -126,6 +126,10 @@ done
 step "images: Cluster API, CAPK and knest managers"
 # knest's image is tagged by its binary's digest, so a rebuilt controller rolls out.
 CGO_ENABLED=0 "$GO" build -trimpath -ldflags '-s -w' -o "$tmp/knest" ./cmd/knest
+# The host's default StorageClass (below), from its module.
+(cd hack/tools/kind/localpath && CGO_ENABLED=0 "$GO" build -trimpath -ldflags '-s -w' -o "$tmp/local-path-provisioner" github.com/rancher/local-path-provisioner)
+localpath_dir=$(cd hack/tools/kind/localpath && "$GO" list -m -f '{{.Dir}}' github.com/rancher/local-path-provisioner)
+localpath_version=$(cd hack/tools/kind/localpath && "$GO" list -m -f '{{.Version}}' github.com/rancher/local-path-provisioner)
 knest_tag=dev-$(sha256sum "$tmp/knest" | cut -c1-12)
 manager() { # ref, binary
   printf '{"ref": "%s", "layers": [{"files": [{"src": "%s", "dst": "/manager", "mode": "0755"}]}], "entrypoint": ["/manager"], "user": "65532:65532"},\n' "$1" "$2"
@@ -136,6 +140,8 @@ manager() { # ref, binary
   manager "knest.local/kubeadm-bootstrap-controller:$CAPI_VERSION" "$PROVIDERS_DIR/kubeadm-bootstrap-manager"
   manager "knest.local/kubeadm-control-plane-controller:$CAPI_VERSION" "$PROVIDERS_DIR/kubeadm-control-plane-manager"
   manager "knest.local/capk-manager:$CAPK_VERSION" "$PROVIDERS_DIR/capk-manager"
+  printf '{"ref": "knest.local/local-path-provisioner:%s", "layers": [{"files": [{"src": "%s", "dst": "/usr/local/bin/local-path-provisioner", "mode": "0755"}]}], "env": ["PATH=/usr/local/bin"]},\n' \
+    "$localpath_version" "$tmp/local-path-provisioner"
   # What the Dockerfile builds: /knest as uid 65532 (config/manager checks runAsNonRoot).
   printf '{"ref": "knest.local/knest:%s", "layers": [{"files": [{"src": "%s", "dst": "/knest", "mode": "0755"}]}], "entrypoint": ["/knest"], "user": "65532:65532"}\n' "$knest_tag" "$tmp/knest"
   echo ']}'
@@ -154,6 +160,20 @@ for node in "${nodes[@]}"; do
   "$KIND_ENGINE" exec "$node" sh -c 'ctr -n k8s.io images ls -q | grep "^index\.docker\.io/" |
     while read -r ref; do ctr -n k8s.io images tag --force "$ref" "docker.io/${ref#index.docker.io/}" >/dev/null; done'
 done
+
+# kind's own default class is kube-controller-manager's host-path provisioner, whose
+# volumes live under the node's /tmp, a tmpfs: a node restart lost every hosted etcd.
+# local-path-provisioner (upstream's manifest with this host's images and a path on
+# the node's /var, kind's volume that outlives the node container) takes its place.
+# Its helper pod (mkdir, rm) runs in the kubeadm image, which has busybox.
+step "default StorageClass: local-path-provisioner $localpath_version on /var/local-path-provisioner"
+sed -e "s#image: rancher/local-path-provisioner:.*#image: knest.local/local-path-provisioner:$localpath_version#" \
+  -e "s#image: busybox#image: knest.local/kubeadm:$NODE_KUBE_VERSION#" \
+  -e "s#/opt/local-path-provisioner#/var/local-path-provisioner#" \
+  "$localpath_dir/deploy/local-path-storage.yaml" | kubectl apply --server-side --force-conflicts -f -
+kubectl annotate --overwrite storageclass standard storageclass.kubernetes.io/is-default-class=false
+kubectl annotate --overwrite storageclass local-path storageclass.kubernetes.io/is-default-class=true
+kubectl -n local-path-storage rollout status deploy/local-path-provisioner --timeout=5m
 
 step "KubeVirt $KUBEVIRT_VERSION (useEmulation: $emulation)"
 kubectl apply --server-side --force-conflicts -f "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml"

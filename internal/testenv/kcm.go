@@ -29,6 +29,9 @@ var controllers = []string{
 	"serviceaccount-token-controller",
 	"endpoints-controller",
 	"endpointslice-controller",
+	// Removes a deleted claim's finalizer once no pod uses it, so claims go with
+	// their owners as on a real host.
+	"persistentvolumeclaim-protection-controller",
 }
 
 func startControllerManager(ctx context.Context, e *Env, path string) (*childproc.Process, error) {
