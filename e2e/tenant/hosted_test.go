@@ -79,6 +79,7 @@ func TestHostedCluster(t *testing.T) {
 		expectWebhookCalled(t, tc, knestv1.DefaultVersion)
 	})
 	t.Run("isolated from another namespace's pods", func(t *testing.T) { expectHostedIsolated(t, key) })
+	t.Run("etcd's pods and StatefulSet deleted: the tenant keeps its objects", func(t *testing.T) { expectHostedEtcdSurvives(t, key, tc) })
 	// Full runs only: on this 2-core host three API servers beside etcd and the VMs
 	// starve, their readiness fails together and the API is refused for a moment
 	// (docs/e2e.md).

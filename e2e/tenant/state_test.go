@@ -1,0 +1,106 @@
+//go:build e2e
+
+package tenant_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/hosted"
+)
+
+// stateMarker is an object written into a tenant before a fault; the tenant kept its
+// state when it is there after.
+func writeStateMarker(t *testing.T, tc tenant, value string) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "knest-e2e-state", Namespace: "default"}, Data: map[string]string{"value": value}}
+	NewWithT(t).Eventually(func() error {
+		err := tc.Create(t.Context(), cm.DeepCopy())
+		if err != nil && client.IgnoreAlreadyExists(err) == nil {
+			cur := &corev1.ConfigMap{}
+			if err := tc.Get(t.Context(), client.ObjectKeyFromObject(cm), cur); err != nil {
+				return err
+			}
+			cur.Data = cm.Data
+			return tc.Update(t.Context(), cur)
+		}
+		return err
+	}, tenantTimeout, poll).Should(Succeed())
+	return cm
+}
+
+// expectStateMarker waits until the tenant's API answers with the marker and
+// returns how long that took from start.
+func expectStateMarker(t *testing.T, tc tenant, cm *corev1.ConfigMap, start time.Time) time.Duration {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		got := &corev1.ConfigMap{}
+		g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(cm), got)).To(Succeed())
+		g.Expect(got.Data).To(Equal(cm.Data))
+	}, tenantTimeout, 2*time.Second).Should(Succeed(), "the tenant lost the object written before the fault")
+	return time.Since(start)
+}
+
+// expectTenantStateKept: the NestedCluster knows the tenant as the cluster it first
+// saw, and says its etcd is persistent.
+func expectTenantStateKept(t *testing.T, key client.ObjectKey, tc tenant) {
+	t.Helper()
+	g := NewWithT(t)
+	kubeSystem := &corev1.Namespace{}
+	g.Expect(tc.Get(t.Context(), client.ObjectKey{Name: metav1.NamespaceSystem}, kubeSystem)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		nc := &knestv1.NestedCluster{}
+		g.Expect(s.host.Get(t.Context(), key, nc)).To(Succeed())
+		g.Expect(nc.Status.TenantID).To(Equal(string(kubeSystem.UID)))
+		g.Expect(conditions.IsTrue(nc, knestv1.TenantStateCondition)).To(BeTrue(), "conditions: %+v", nc.Status.Conditions)
+		g.Expect(conditions.IsTrue(nc, knestv1.EtcdPersistentCondition)).To(BeTrue(), "conditions: %+v", nc.Status.Conditions)
+	}, tenantTimeout, poll).Should(Succeed())
+}
+
+// expectHostedEtcdSurvives deletes a hosted tenant's etcd pods, all at once, then
+// its StatefulSet: each time the tenant comes back with the object written before,
+// on the same volume, and its node stays Ready.
+func expectHostedEtcdSurvives(t *testing.T, key client.ObjectKey, tc tenant) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	const step = "hosted etcd lost"
+	expectTenantStateKept(t, key, tc)
+	claims := func() map[string]string {
+		list := &corev1.PersistentVolumeClaimList{}
+		g.Expect(s.host.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabels(hosted.EtcdClaimSelector(key.Name)))).To(Succeed())
+		out := map[string]string{}
+		for _, c := range list.Items {
+			out[c.Name] = string(c.UID)
+		}
+		return out
+	}
+	before := claims()
+	g.Expect(before).NotTo(BeEmpty(), "etcd has no claim")
+
+	cm := writeStateMarker(t, tc, "before the etcd pods were deleted")
+	start := time.Now()
+	g.Expect(s.host.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(key.Namespace),
+		client.MatchingLabels{hosted.ComponentLabel: hosted.ComponentEtcd})).To(Succeed())
+	s.timeline.add(step, "every etcd pod deleted: the object is back", expectStateMarker(t, tc, cm, start))
+
+	cm = writeStateMarker(t, tc, "before the etcd StatefulSet was deleted")
+	start = time.Now()
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: hosted.EtcdName(key.Name)}}
+	g.Expect(s.host.Delete(ctx, sts)).To(Succeed())
+	s.timeline.add(step, "the etcd StatefulSet deleted: the object is back", expectStateMarker(t, tc, cm, start))
+	g.Expect(claims()).To(Equal(before), "etcd's volume was not the one it had")
+
+	expectNodesReady(t, tc, 1)
+	expectTenantStateKept(t, key, tc)
+}
