@@ -115,10 +115,9 @@ const (
 	StateUnknownReason = "StateUnknown"
 	// PersistentVolumeReason: etcd is on a PersistentVolumeClaim of the host.
 	PersistentVolumeReason = "PersistentVolume"
-	// EphemeralEtcdReason: etcd is on an emptyDir, as spec asked.
+	// EphemeralEtcdReason: etcd is on an emptyDir or a VM's root disk, as the spec
+	// asked (controlPlane.etcd.ephemeral).
 	EphemeralEtcdReason = "EphemeralByRequest"
-	// EphemeralRootDiskReason: etcd is on a control-plane VM's container disk.
-	EphemeralRootDiskReason = "EphemeralRootDisk"
 )
 
 // CNI names the network plugin knest installs into the tenant.
@@ -322,29 +321,45 @@ type ControlPlaneSpec struct {
 	// +optional
 	Hosted *HostedControlPlaneSpec `json:"hosted,omitempty"`
 
+	// etcd says where the tenant's etcd keeps its data, in either mode: a volume of
+	// the host's (the default), so that the tenant's objects outlive the etcd pod or
+	// the control-plane VM.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="controlPlane.etcd cannot change after creation: etcd's volume is made once"
+	// +optional
+	Etcd EtcdSpec `json:"etcd,omitempty,omitzero"`
+
 	MachineSpec `json:",inline"`
 }
 
 // HostedControlPlaneSpec sizes a hosted control plane.
-// +kubebuilder:validation:XValidation:rule="!has(self.etcdEphemeral) || !self.etcdEphemeral || !has(self.etcdStorageClassName) || size(self.etcdStorageClassName) == 0",message="controlPlane.hosted.etcdEphemeral puts etcd on an emptyDir: it cannot have an etcdStorageClassName too"
 type HostedControlPlaneSpec struct {
 	// resources of each API server replica's kube-apiserver container, e.g.
 	// requests: {cpu: 100m, memory: 512Mi}.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+}
 
-	// etcdStorageClassName is the class of etcd's volume; empty means the host's
-	// default class. Without either the control plane waits (condition Available
-	// on its HostedControlPlane says why) unless etcdEphemeral is set.
+// EtcdSpec is where etcd keeps its data.
+// +kubebuilder:validation:XValidation:rule="!has(self.ephemeral) || !self.ephemeral || (!has(self.storageClassName) && !has(self.size))",message="controlPlane.etcd.ephemeral keeps etcd off any volume: it cannot have a storageClassName or size too"
+type EtcdSpec struct {
+	// storageClassName of etcd's volume (a hosted etcd's claim, a control-plane
+	// VM's etcd disk); empty means the host's default class. The class must keep
+	// data across a host node's restart (docs/reference.md#what-survives-what).
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
-	EtcdStorageClassName string `json:"etcdStorageClassName,omitempty"`
+	StorageClassName string `json:"storageClassName,omitempty"`
 
-	// etcdEphemeral puts etcd on an emptyDir: the tenant's objects are lost with
-	// its pod (a host node restart, an eviction). For throwaway tenants only;
+	// size of etcd's volume; etcd's quota is three quarters of it.
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Gi')) >= 0 && quantity(string(self)).compareTo(quantity('64Gi')) <= 0",message="controlPlane.etcd.size must be from 1Gi to 64Gi, e.g. 4Gi"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// ephemeral keeps etcd off any volume: on an emptyDir (hosted) or the VM's
+	// container disk. The tenant's objects are then lost with the etcd pod or VM (a
+	// host node restart, an eviction, a crash). For throwaway tenants only;
 	// condition EtcdPersistent says so.
 	// +optional
-	EtcdEphemeral bool `json:"etcdEphemeral,omitempty"`
+	Ephemeral bool `json:"ephemeral,omitempty"`
 }
 
 // WorkerPool is a named group of identical worker nodes.

@@ -35,6 +35,7 @@ import (
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/controller/etcddisk"
 	"github.com/knest-dev/knest/internal/controller/hostedcontrolplane"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/pkg/cluster"
@@ -150,6 +151,12 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		SkipNameValidation:      ptr.To(true),
 	}); err != nil {
 		return nil, fmt.Errorf("failed to set up the HostedControlPlane controller: %w", err)
+	}
+	if err := (&etcddisk.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr, controller.Options{
+		MaxConcurrentReconciles: max(opts.Concurrency, 1),
+		SkipNameValidation:      ptr.To(true),
+	}); err != nil {
+		return nil, fmt.Errorf("failed to set up the etcd disk controller: %w", err)
 	}
 	if opts.HealthAddr != "" && opts.HealthAddr != "0" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/hosted"
 	"github.com/knest-dev/knest/pkg/vmtemplate"
 )
 
@@ -142,7 +144,7 @@ func Render(nc *knestv1.NestedCluster, opts Options) (*Graph, error) {
 	if nc.Spec.ControlPlane.IsHosted() {
 		g.HostedControlPlane = r.hostedControlPlane()
 	} else {
-		if g.ControlPlaneTemplate, err = r.machineTemplate(knestv1.ControlPlanePool, ControlPlaneName(r.name), nc.Spec.Version, nc.Spec.ControlPlane.MachineSpec, nil, nil); err != nil {
+		if g.ControlPlaneTemplate, err = r.machineTemplate(knestv1.ControlPlanePool, ControlPlaneName(r.name), nc.Spec.Version, nc.Spec.ControlPlane.MachineSpec, nil, nil, r.etcdDisk()); err != nil {
 			return nil, fmt.Errorf("failed to render control-plane machine template: %w", err)
 		}
 		g.ControlPlane = r.controlPlane(g.ControlPlaneTemplate.Name)
@@ -245,7 +247,7 @@ func (r renderer) kubevirtCluster() *capkv1.KubevirtCluster {
 	return kc
 }
 
-func (r renderer) machineTemplate(pool, base, version string, m knestv1.MachineSpec, gpus, hostDevices []knestv1.DeviceSpec) (*capkv1.KubevirtMachineTemplate, error) {
+func (r renderer) machineTemplate(pool, base, version string, m knestv1.MachineSpec, gpus, hostDevices []knestv1.DeviceSpec, etcdDisk *vmtemplate.EtcdDisk) (*capkv1.KubevirtMachineTemplate, error) {
 	spec := capkv1.KubevirtMachineTemplateSpec{Template: capkv1.KubevirtMachineTemplateResource{Spec: capkv1.KubevirtMachineSpec{
 		VirtualMachineTemplate: vmtemplate.Build(vmtemplate.Input{
 			ClusterName: r.name,
@@ -254,6 +256,7 @@ func (r renderer) machineTemplate(pool, base, version string, m knestv1.MachineS
 			Image:       r.image(m, version),
 			GPUs:        gpus,
 			HostDevices: hostDevices,
+			EtcdDisk:    etcdDisk,
 
 			CPUAllocationRatio: r.opts.CPUAllocationRatio,
 		}),
@@ -290,12 +293,12 @@ func (r renderer) hostedControlPlane() *hcpv1.HostedControlPlane {
 			Replicas: ptr(s.ControlPlane.Replicas),
 			Service:  hcpv1.ServiceSpec{Type: corev1.ServiceType(s.APIServer.ServiceType), Host: s.APIServer.Host, CertSANs: slices.Clone(s.APIServer.CertSANs)},
 			Network:  hcpv1.NetworkSpec{PodCIDR: s.Network.PodCIDR, ServiceCIDR: s.Network.ServiceCIDR, DNSDomain: s.Network.DNSDomain},
+			Etcd: hcpv1.EtcdSpec{StorageClassName: s.ControlPlane.Etcd.StorageClassName, Size: s.ControlPlane.Etcd.Size,
+				Ephemeral: s.ControlPlane.Etcd.Ephemeral},
 		},
 	}
 	if h := s.ControlPlane.Hosted; h != nil {
 		hcp.Spec.Resources = *h.Resources.DeepCopy()
-		hcp.Spec.Etcd.StorageClassName = h.EtcdStorageClassName
-		hcp.Spec.Etcd.Ephemeral = h.EtcdEphemeral
 	}
 	return hcp
 }
@@ -326,6 +329,15 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 	}
 	nodeRegistration := bootstrapv1.NodeRegistrationOptions{CRISocket: criSocket}
 	resumeFile, resumeCommands := resumeBootstrap("init")
+	etcdArgs := etcdRaftArgs()
+	var disks bootstrapv1.DiskSetup
+	var mounts []bootstrapv1.MountPoints
+	if d := r.etcdDisk(); d != nil {
+		etcdArgs = append(etcdArgs, bootstrapv1.Arg{Name: "quota-backend-bytes", Value: ptr(strconv.FormatInt(hosted.EtcdQuotaBytes(d.Size), 10))})
+		disks, mounts = etcdDiskSetup()
+		// The disk's lost+found, or the data a restarted VM kept (see etcdDiskSetup).
+		nodeRegistration.IgnorePreflightErrors = []string{"DirAvailable--var-lib-etcd"}
+	}
 	return &controlplanev1.KubeadmControlPlane{
 		TypeMeta:   typeMeta(controlplanev1.GroupVersion.WithKind("KubeadmControlPlane")),
 		ObjectMeta: r.meta(ControlPlaneName(r.name), knestv1.ControlPlanePool),
@@ -349,7 +361,7 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 				ClusterConfiguration: bootstrapv1.ClusterConfiguration{
 					DNS:               bootstrapv1.DNS{ImageTag: CoreDNSImageTag(s.Version)},
 					APIServer:         bootstrapv1.APIServer{CertSANs: sans},
-					Etcd:              bootstrapv1.Etcd{Local: bootstrapv1.LocalEtcd{ExtraArgs: etcdRaftArgs()}},
+					Etcd:              bootstrapv1.Etcd{Local: bootstrapv1.LocalEtcd{ExtraArgs: etcdArgs}},
 					ControllerManager: bootstrapv1.ControllerManager{ExtraArgs: leaderElectionArgs()},
 					Scheduler:         bootstrapv1.Scheduler{ExtraArgs: leaderElectionArgs()},
 				},
@@ -361,10 +373,41 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 				},
 				Files:               append(probePatches(), resumeFile),
 				PostKubeadmCommands: resumeCommands,
+				DiskSetup:           disks,
+				Mounts:              mounts,
 			},
 		},
 	}
 }
+
+// etcdDisk is the volume a VM control plane keeps etcd on; nil when the spec wants
+// etcd on the VMs' root disks.
+func (r renderer) etcdDisk() *vmtemplate.EtcdDisk {
+	e := r.nc.Spec.ControlPlane.Etcd
+	if r.nc.Spec.ControlPlane.IsHosted() || e.Ephemeral {
+		return nil
+	}
+	d := &vmtemplate.EtcdDisk{Size: hosted.DefaultEtcdVolume, StorageClassName: e.StorageClassName}
+	if e.Size != nil {
+		d.Size = *e.Size
+	}
+	return d
+}
+
+// etcdDiskSetup formats the etcd disk once (cloud-init leaves a disk that has a
+// file system alone) and mounts it on etcd's data directory before kubeadm runs.
+// A VM that KubeVirt restarted boots a fresh root disk and runs its bootstrap
+// again: `kubeadm init` then finds the cluster's etcd data and renders the control
+// plane around it, for the VM's new address, instead of making a new cluster
+// (kubeadm's own restore path; its etcd member keeps its identity).
+func etcdDiskSetup() (bootstrapv1.DiskSetup, []bootstrapv1.MountPoints) {
+	return bootstrapv1.DiskSetup{Filesystems: []bootstrapv1.Filesystem{{
+			Device: vmtemplate.EtcdDiskDevice, Filesystem: "ext4", Label: etcdDiskLabel, Partition: "none", Overwrite: ptr(false),
+		}}},
+		[]bootstrapv1.MountPoints{{"LABEL=" + etcdDiskLabel, "/var/lib/etcd", "ext4", "defaults", "0", "2"}}
+}
+
+const etcdDiskLabel = "knest-etcd"
 
 // leaderElectionArgs lengthen kube-controller-manager's and kube-scheduler's leader
 // election (defaults: lease 15 s, renew 10 s, retry 2 s). Tenant control planes share
@@ -444,7 +487,7 @@ func probePatches() []bootstrapv1.File {
 func (r renderer) pool(p knestv1.WorkerPool) (Pool, error) {
 	name := PoolName(r.name, p.Name)
 	version := PoolVersion(r.nc, p)
-	mt, err := r.machineTemplate(p.Name, name, version, p.MachineSpec, p.GPUs, p.HostDevices)
+	mt, err := r.machineTemplate(p.Name, name, version, p.MachineSpec, p.GPUs, p.HostDevices, nil)
 	if err != nil {
 		return Pool{}, err
 	}

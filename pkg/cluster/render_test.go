@@ -117,8 +117,17 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	kcs := graph.ControlPlane.Spec.KubeadmConfigSpec
 	g.Expect(kcs.ClusterConfiguration.APIServer.CertSANs).To(Equal([]string{"10.0.0.1", "api.example.com"}))
 	g.Expect(kcs.ClusterConfiguration.ControllerManager.ExtraArgs).To(ContainElement(bootstrapv1.Arg{Name: "leader-elect-renew-deadline", Value: ptr("45s")}))
+	// etcd on a disk of its own, its quota within it (2Gi by default).
 	g.Expect(kcs.ClusterConfiguration.Etcd.Local.ExtraArgs).To(ConsistOf(
-		bootstrapv1.Arg{Name: "heartbeat-interval", Value: ptr("500")}, bootstrapv1.Arg{Name: "election-timeout", Value: ptr("10000")}))
+		bootstrapv1.Arg{Name: "heartbeat-interval", Value: ptr("500")}, bootstrapv1.Arg{Name: "election-timeout", Value: ptr("10000")},
+		bootstrapv1.Arg{Name: "quota-backend-bytes", Value: ptr("1610612736")}))
+	g.Expect(kcs.DiskSetup.Filesystems).To(ConsistOf(HaveField("Device", "/dev/disk/by-id/virtio-etcd")))
+	g.Expect(kcs.DiskSetup.Filesystems[0].Overwrite).To(HaveValue(BeFalse()), "a restarted VM must find its data, not a new file system")
+	g.Expect(kcs.Mounts).To(ConsistOf(ContainElement("/var/lib/etcd")))
+	g.Expect(kcs.InitConfiguration.NodeRegistration.IgnorePreflightErrors).To(ConsistOf("DirAvailable--var-lib-etcd"))
+	cpVM := graph.ControlPlaneTemplate.Spec.Template.Spec.VirtualMachineTemplate
+	g.Expect(cpVM.ObjectMeta.Annotations).To(HaveKeyWithValue("knest.dev/etcd-disk-size", "2Gi"))
+	g.Expect(string(*cpVM.Spec.RunStrategy)).To(Equal("Halted"), "started by the etcd-disk controller once its disk is attached")
 	g.Expect(kcs.ClusterConfiguration.Scheduler.ExtraArgs).To(Equal(kcs.ClusterConfiguration.ControllerManager.ExtraArgs))
 	g.Expect(*kcs.InitConfiguration.Timeouts.ControlPlaneComponentHealthCheckSeconds).To(Equal(int32(600)))
 	g.Expect(*kcs.InitConfiguration.Timeouts.KubernetesAPICallSeconds).To(Equal(int32(300)))

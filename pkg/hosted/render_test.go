@@ -48,4 +48,3 @@ func TestKubeadmConfigUsesTheNodesCertificateDirectory(t *testing.T) {
 		}
 	}
 }
-

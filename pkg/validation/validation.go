@@ -166,6 +166,7 @@ func spec(s *knestv1.NestedClusterSpec, path *field.Path) field.ErrorList {
 	}
 
 	errs = append(errs, hostedControlPlane(&s.ControlPlane, cp)...)
+	errs = append(errs, etcd(&s.ControlPlane.Etcd, cp.Child("etcd"))...)
 
 	errs = append(errs, workers(s.Workers, path.Child("workers"))...)
 	errs = append(errs, poolSkew(s, path.Child("workers"))...)
@@ -178,7 +179,8 @@ func spec(s *knestv1.NestedClusterSpec, path *field.Path) field.ErrorList {
 const (
 	hostedReplicasMessage = "a hosted control plane has 1 or 3 API server replicas (controlPlane.replicas)"
 	hostedNeedsModeMsg    = "controlPlane.hosted needs controlPlane.mode Hosted"
-	etcdEphemeralMessage  = "controlPlane.hosted.etcdEphemeral puts etcd on an emptyDir: it cannot have an etcdStorageClassName too"
+	etcdEphemeralMessage  = "controlPlane.etcd.ephemeral keeps etcd off any volume: it cannot have a storageClassName or size too"
+	etcdSizeMessage       = "controlPlane.etcd.size must be from 1Gi to 64Gi, e.g. 4Gi"
 )
 
 func hostedControlPlane(cp *knestv1.ControlPlaneSpec, path *field.Path) field.ErrorList {
@@ -192,14 +194,25 @@ func hostedControlPlane(cp *knestv1.ControlPlaneSpec, path *field.Path) field.Er
 		if cp.Replicas != 1 && cp.Replicas != 3 {
 			errs = append(errs, field.Invalid(path.Child("replicas"), cp.Replicas, hostedReplicasMessage))
 		}
-		if cp.Hosted != nil && len(cp.Hosted.EtcdStorageClassName) > 253 {
-			errs = append(errs, field.TooLong(path.Child("hosted", "etcdStorageClassName"), cp.Hosted.EtcdStorageClassName, 253))
-		}
-		if cp.Hosted != nil && cp.Hosted.EtcdEphemeral && cp.Hosted.EtcdStorageClassName != "" {
-			errs = append(errs, field.Invalid(path.Child("hosted"), "{...}", etcdEphemeralMessage))
-		}
+
 	default:
 		errs = append(errs, field.NotSupported(path.Child("mode"), cp.Mode, []knestv1.ControlPlaneMode{knestv1.ControlPlaneVM, knestv1.ControlPlaneHosted}))
+	}
+	return errs
+}
+
+var minEtcdSize, maxEtcdSize = resource.MustParse("1Gi"), resource.MustParse("64Gi")
+
+func etcd(e *knestv1.EtcdSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(e.StorageClassName) > 253 {
+		errs = append(errs, field.TooLong(path.Child("storageClassName"), e.StorageClassName, 253))
+	}
+	if e.Size != nil && (e.Size.Cmp(minEtcdSize) < 0 || e.Size.Cmp(maxEtcdSize) > 0) {
+		errs = append(errs, field.Invalid(path.Child("size"), e.Size.String(), etcdSizeMessage))
+	}
+	if e.Ephemeral && (e.StorageClassName != "" || e.Size != nil) {
+		errs = append(errs, field.Invalid(path, "{...}", etcdEphemeralMessage))
 	}
 	return errs
 }

@@ -34,6 +34,9 @@ type Input struct {
 	// CPUAllocationRatio overcommits host CPU as KubeVirt's setting of that name does:
 	// a VM requests cores/ratio of a host core per vCPU. 0 or 1 requests whole cores.
 	CPUAllocationRatio int
+	// EtcdDisk, for control-plane VMs, is a volume of the host for etcd's data (nil:
+	// etcd stays on the root disk).
+	EtcdDisk *EtcdDisk
 }
 
 // Build returns the VirtualMachine template for a KubevirtMachineTemplate.
@@ -111,7 +114,7 @@ func Build(in Input) capkv1.VirtualMachineTemplateSpec {
 		}}
 	}
 
-	return capkv1.VirtualMachineTemplateSpec{
+	vm := capkv1.VirtualMachineTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels},
 		Spec: kubevirtv1.VirtualMachineSpec{
 			RunStrategy:         ptr(kubevirtv1.RunStrategyAlways),
@@ -122,6 +125,10 @@ func Build(in Input) capkv1.VirtualMachineTemplateSpec {
 			},
 		},
 	}
+	if in.EtcdDisk != nil {
+		in.EtcdDisk.request(&vm)
+	}
+	return vm
 }
 
 func dataVolume(image string, disk knestv1.RootDiskSpec) kubevirtv1.DataVolumeTemplateSpec {

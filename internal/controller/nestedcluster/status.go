@@ -203,7 +203,7 @@ func poolShortfall(p knestv1.PoolStatus, want, md *clusterv1.MachineDeployment) 
 }
 
 // setEtcdPersistentCondition says whether the tenant's etcd outlives its pod or
-// VM: a hosted etcd on a claim, a control-plane VM on a DataVolume root disk.
+// VM: on a claim of the host's unless the spec made it ephemeral.
 func setEtcdPersistentCondition(nc *knestv1.NestedCluster, s *scope) {
 	cond := metav1.Condition{Type: knestv1.EtcdPersistentCondition, Status: metav1.ConditionTrue, Reason: knestv1.PersistentVolumeReason}
 	switch {
@@ -215,12 +215,11 @@ func setEtcdPersistentCondition(nc *knestv1.NestedCluster, s *scope) {
 		}
 		if !*got.etcdPersistent {
 			cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.EphemeralEtcdReason
-			cond.Message = "etcd is on an emptyDir (controlPlane.hosted.etcdEphemeral): the tenant's objects are lost with its pod"
+			cond.Message = "etcd is on an emptyDir (controlPlane.etcd.ephemeral): the tenant's objects are lost with its pod"
 		}
-	case nc.Spec.ControlPlane.RootDisk.Type != knestv1.RootDiskDataVolume:
-		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.EphemeralRootDiskReason
-		cond.Message = "etcd is on the control-plane VMs' container disks: a VM restarted by KubeVirt comes back without it " +
-			"(rootDisk.type DataVolume keeps it where the host has CDI; docs/reference.md#what-survives-what)"
+	case nc.Spec.ControlPlane.Etcd.Ephemeral:
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.EphemeralEtcdReason
+		cond.Message = "etcd is on the control-plane VMs' root disks (controlPlane.etcd.ephemeral): a VM that KubeVirt restarts comes back without the tenant's objects"
 	}
 	conditions.Set(nc, cond)
 }

@@ -329,16 +329,16 @@ func TestSummarizeEtcdPersistence(t *testing.T) {
 	tests := []struct {
 		name       string
 		mode       knestv1.ControlPlaneMode
-		rootDisk   knestv1.RootDiskType
+		ephemeral  bool
 		cp         *controlPlaneState
 		wantStatus metav1.ConditionStatus // "": no condition yet
 		wantReason string
 		wantCP     string
 	}{
-		{name: "VM on a container disk", mode: knestv1.ControlPlaneVM,
-			wantStatus: metav1.ConditionFalse, wantReason: knestv1.EphemeralRootDiskReason, wantCP: knestv1.WaitingForControlPlaneReason},
-		{name: "VM on a DataVolume", mode: knestv1.ControlPlaneVM, rootDisk: knestv1.RootDiskDataVolume,
+		{name: "VM with an etcd disk", mode: knestv1.ControlPlaneVM,
 			wantStatus: metav1.ConditionTrue, wantReason: knestv1.PersistentVolumeReason, wantCP: knestv1.WaitingForControlPlaneReason},
+		{name: "VM with etcd on its root disk", mode: knestv1.ControlPlaneVM, ephemeral: true,
+			wantStatus: metav1.ConditionFalse, wantReason: knestv1.EphemeralEtcdReason, wantCP: knestv1.WaitingForControlPlaneReason},
 		{name: "hosted, volume not picked yet", mode: knestv1.ControlPlaneHosted, cp: hosted(nil, nil), wantCP: knestv1.WaitingForControlPlaneReason},
 		{name: "hosted on a claim", mode: knestv1.ControlPlaneHosted, cp: hosted(ptr.To(true), nil),
 			wantStatus: metav1.ConditionTrue, wantReason: knestv1.PersistentVolumeReason, wantCP: knestv1.WaitingForControlPlaneReason},
@@ -351,7 +351,7 @@ func TestSummarizeEtcdPersistence(t *testing.T) {
 			g := NewWithT(t)
 			nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
 			nc.Spec.ControlPlane.Mode = tt.mode
-			nc.Spec.ControlPlane.RootDisk.Type = tt.rootDisk
+			nc.Spec.ControlPlane.Etcd.Ephemeral = tt.ephemeral
 			cluster.Default(nc)
 			summarize(nc, &scope{controlPlane: tt.cp})
 
@@ -362,7 +362,7 @@ func TestSummarizeEtcdPersistence(t *testing.T) {
 				g.Expect(c).To(And(HaveField("Status", tt.wantStatus), HaveField("Reason", tt.wantReason)))
 			}
 			g.Expect(conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition)).To(Equal(tt.wantCP))
-			g.Expect(conditions.GetReason(nc, knestv1.ReadyCondition)).NotTo(Equal(knestv1.EphemeralRootDiskReason), "persistence is not readiness")
+			g.Expect(conditions.GetReason(nc, knestv1.ReadyCondition)).NotTo(Equal(knestv1.EphemeralEtcdReason), "persistence is not readiness")
 		})
 	}
 }

@@ -59,7 +59,8 @@ var Cases = []Case{
 	{Name: "hosted control plane", Mutate: func(nc *knestv1.NestedCluster) {
 		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
 		nc.Spec.ControlPlane.Replicas = 3
-		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{EtcdStorageClassName: "standard",
+		nc.Spec.ControlPlane.Etcd = knestv1.EtcdSpec{StorageClassName: "standard", Size: qty("8Gi")}
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}
 	}},
 	{Name: "hosted control plane of 5", Mutate: func(nc *knestv1.NestedCluster) {
@@ -67,16 +68,14 @@ var Cases = []Case{
 		nc.Spec.ControlPlane.Replicas = 5
 	}, Field: "spec.controlPlane", Message: "a hosted control plane has 1 or 3 API server replicas", Shared: true},
 	{Name: "hosted settings on a VM control plane", Mutate: func(nc *knestv1.NestedCluster) {
-		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{EtcdStorageClassName: "standard"}
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{}
 	}, Field: "spec.controlPlane", Message: "controlPlane.hosted needs controlPlane.mode Hosted", Shared: true},
-	{Name: "hosted etcd ephemeral", Mutate: func(nc *knestv1.NestedCluster) {
-		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
-		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{EtcdEphemeral: true}
-	}},
-	{Name: "hosted etcd ephemeral with a class", Mutate: func(nc *knestv1.NestedCluster) {
-		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
-		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{EtcdEphemeral: true, EtcdStorageClassName: "standard"}
-	}, Field: "spec.controlPlane", Message: "etcdEphemeral puts etcd on an emptyDir", Shared: true},
+	{Name: "etcd ephemeral", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Etcd.Ephemeral = true }},
+	{Name: "etcd ephemeral with a class", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Etcd = knestv1.EtcdSpec{Ephemeral: true, StorageClassName: "standard"}
+	}, Field: "spec.controlPlane.etcd", Message: "ephemeral keeps etcd off any volume", Shared: true},
+	{Name: "etcd volume too small", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Etcd.Size = qty("512Mi") },
+		Field: "spec.controlPlane.etcd.size", Message: "from 1Gi to 64Gi", Shared: true},
 	{Name: "unknown control-plane mode", Mutate: func(nc *knestv1.NestedCluster) {
 		nc.Spec.ControlPlane.Mode = "Pods"
 	}, Field: "spec.controlPlane.mode", Message: "Unsupported value"},
