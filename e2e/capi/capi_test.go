@@ -206,7 +206,13 @@ func TestRenderedGraphWithRealClusterAPI(t *testing.T) {
 	g.Expect(vm.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/role", "control-plane"))
 	g.Expect(vm.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/cluster-name", "demo"))
 	g.Expect(vm.Labels).To(HaveKeyWithValue(knestv1.ClusterNameLabel, "demo"))
-	g.Expect(vm.Spec.RunStrategy).To(HaveValue(Equal(kubevirtv1.RunStrategyAlways)))
+	// CAPK made it Halted, as knest's template says; knest's etcd-disk controller
+	// attaches its claim and starts it, and CAPK leaves that alone.
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(vm), vm)).To(Succeed())
+		g.Expect(vm.Spec.RunStrategy).To(HaveValue(Equal(kubevirtv1.RunStrategyAlways)))
+		g.Expect(vm.Spec.Template.Spec.Volumes).To(ContainElement(HaveField("PersistentVolumeClaim.ClaimName", vm.Name+"-etcd")))
+	}, timeout, interval).Should(Succeed())
 	tmpl := vm.Spec.Template
 	g.Expect(tmpl.ObjectMeta.Labels).To(HaveKeyWithValue("cluster.x-k8s.io/role", "control-plane"))
 	g.Expect(tmpl.Spec.Domain.Devices.Disks).To(ContainElement(And(

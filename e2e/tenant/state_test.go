@@ -4,6 +4,7 @@ package tenant_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -102,5 +104,43 @@ func expectHostedEtcdSurvives(t *testing.T, key client.ObjectKey, tc tenant) {
 	g.Expect(claims()).To(Equal(before), "etcd's volume was not the one it had")
 
 	expectNodesReady(t, tc, 1)
+	expectTenantStateKept(t, key, tc)
+}
+
+// expectControlPlaneSurvivesQemuKill kills the qemu of a VM tenant's only
+// control-plane VM. KubeVirt restarts the VM from a fresh copy of its container
+// disk with a new address; its etcd disk comes back with it, so `kubeadm init`
+// renders the control plane around the tenant's data: the object written before is
+// there, the nodes are Ready again, and status knows it as the same cluster.
+func expectControlPlaneSurvivesQemuKill(t *testing.T, key client.ObjectKey, nodes int) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	const step = "control-plane qemu killed"
+	tc := tenantClient(t, key)
+	expectTenantStateKept(t, key, tc)
+	cm := writeStateMarker(t, tc, "before the control plane's qemu was killed")
+
+	vmis := &kubevirtv1.VirtualMachineInstanceList{}
+	g.Expect(s.host.List(ctx, vmis, client.InNamespace(key.Namespace), client.MatchingLabels{"cluster.x-k8s.io/role": "control-plane"})).To(Succeed())
+	g.Expect(vmis.Items).To(HaveLen(1))
+	victim := vmis.Items[0]
+	pods := &corev1.PodList{}
+	g.Expect(s.host.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{"kubevirt.io/created-by": string(victim.UID)})).To(Succeed())
+	g.Expect(pods.Items).To(HaveLen(1), "virt-launcher pods of %s", victim.Name)
+	start := time.Now()
+	out, err := execInPod(ctx, &pods.Items[0], "compute", "pkill", "-KILL", "-e", "qemu-system")
+	g.Expect(err).NotTo(HaveOccurred(), "killing qemu in %s: %s", pods.Items[0].Name, out)
+	s.timeline.add(step, string(killQemu), 0)
+
+	g.Eventually(func(g Gomega) {
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		g.Expect(s.host.Get(ctx, client.ObjectKeyFromObject(&victim), vmi)).To(Succeed())
+		g.Expect(vmi.UID).NotTo(Equal(victim.UID))
+		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
+	}, createTimeout, poll).Should(Succeed(), "KubeVirt did not restart the control-plane VM")
+	s.timeline.add(step, "VM running again", time.Since(start))
+	s.timeline.add(step, "the tenant API answers with the object", expectStateMarker(t, tc, cm, start))
+	expectNodesReady(t, tc, nodes)
+	s.timeline.add(step, fmt.Sprintf("all nodes Ready (%d)", nodes), time.Since(start))
 	expectTenantStateKept(t, key, tc)
 }

@@ -111,6 +111,9 @@ func TestTenantCluster(t *testing.T) {
 	// The host cluster's NetworkPolicy enforcer keeps the tenant's VMs and other
 	// namespaces' pods apart.
 	t.Run("isolated from another namespace's pods", func(t *testing.T) { expectIsolatedFromHostPods(t, alpha) })
+	t.Run("control-plane qemu killed: the tenant keeps its objects", func(t *testing.T) {
+		expectControlPlaneSurvivesQemuKill(t, alpha, workers+1)
+	})
 
 	if full {
 		// A third VM next to a running cluster: the way a pool usually grows.

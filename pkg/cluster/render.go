@@ -332,9 +332,11 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 	etcdArgs := etcdRaftArgs()
 	var disks bootstrapv1.DiskSetup
 	var mounts []bootstrapv1.MountPoints
+	var pre []string
 	if d := r.etcdDisk(); d != nil {
 		etcdArgs = append(etcdArgs, bootstrapv1.Arg{Name: "quota-backend-bytes", Value: ptr(strconv.FormatInt(hosted.EtcdQuotaBytes(d.Size), 10))})
 		disks, mounts = etcdDiskSetup()
+		pre = []string{etcdJoinWipe}
 		// The disk's lost+found, or the data a restarted VM kept (see etcdDiskSetup).
 		nodeRegistration.IgnorePreflightErrors = []string{"DirAvailable--var-lib-etcd"}
 	}
@@ -372,6 +374,7 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 					NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts(), Patches: bootstrapv1.Patches{Directory: patchDir},
 				},
 				Files:               append(probePatches(), resumeFile),
+				PreKubeadmCommands:  pre,
 				PostKubeadmCommands: resumeCommands,
 				DiskSetup:           disks,
 				Mounts:              mounts,
@@ -408,6 +411,12 @@ func etcdDiskSetup() (bootstrapv1.DiskSetup, []bootstrapv1.MountPoints) {
 }
 
 const etcdDiskLabel = "knest-etcd"
+
+// etcdJoinWipe: a member that joined an existing etcd (not the first control plane)
+// and whose VM restarted joins again as a new member, as it did before it had a disk
+// of its own; its old identity must not start beside the new one. The first control
+// plane keeps its data: without it `kubeadm init` would make a new, empty cluster.
+const etcdJoinWipe = "[ ! -f /run/kubeadm/kubeadm-join-config.yaml ] || rm -rf /var/lib/etcd/member"
 
 // leaderElectionArgs lengthen kube-controller-manager's and kube-scheduler's leader
 // election (defaults: lease 15 s, renew 10 s, retry 2 s). Tenant control planes share

@@ -125,6 +125,7 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	g.Expect(kcs.DiskSetup.Filesystems[0].Overwrite).To(HaveValue(BeFalse()), "a restarted VM must find its data, not a new file system")
 	g.Expect(kcs.Mounts).To(ConsistOf(ContainElement("/var/lib/etcd")))
 	g.Expect(kcs.InitConfiguration.NodeRegistration.IgnorePreflightErrors).To(ConsistOf("DirAvailable--var-lib-etcd"))
+	g.Expect(kcs.PreKubeadmCommands).To(ConsistOf(ContainSubstring("kubeadm-join-config.yaml")), "only a joining member starts afresh")
 	cpVM := graph.ControlPlaneTemplate.Spec.Template.Spec.VirtualMachineTemplate
 	g.Expect(cpVM.ObjectMeta.Annotations).To(HaveKeyWithValue("knest.dev/etcd-disk-size", "2Gi"))
 	g.Expect(string(*cpVM.Spec.RunStrategy)).To(Equal("Halted"), "started by the etcd-disk controller once its disk is attached")
