@@ -91,7 +91,7 @@ func setTenantStateCondition(nc *knestv1.NestedCluster, s *scope) {
 	case s.stateLost():
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.StateLostReason
 		cond.Message = fmt.Sprintf("The control plane came back without the tenant's state: its kube-system namespace is %s, not %s. "+
-			"Its objects are gone and nodes cannot rejoin; restore it from a snapshot of its etcd (docs/reference.md#when-a-control-plane-loses-its-state)",
+			"Its objects are gone and nodes cannot rejoin: restore a snapshot of its etcd, or delete and re-create it (docs/reference.md#what-survives-what)",
 			s.tenant.id, nc.Status.TenantID)
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, knestv1.StateKeptReason
