@@ -6,6 +6,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -260,7 +261,12 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 	return sts, svc, nil
 }
 
-// EtcdClaimSelector selects the cluster's etcd volumes.
+// EtcdClaimSelector selects the cluster's claims, etcd's among them (IsEtcdClaim).
 func EtcdClaimSelector(cluster string) map[string]string {
 	return map[string]string{clusterv1.ClusterNameLabel: cluster}
+}
+
+// IsEtcdClaim tells etcd's claims by the StatefulSet controller's names for them.
+func IsEtcdClaim(cluster, claim string) bool {
+	return strings.HasPrefix(claim, "data-"+EtcdName(cluster)+"-")
 }

@@ -372,7 +372,7 @@ func (r *Reconciler) adoptEtcdClaims(ctx context.Context, hcp *hcpv1.HostedContr
 	}
 	for i := range claims.Items {
 		pvc := &claims.Items[i]
-		if util.IsOwnedByObject(pvc, hcp, hcpv1.GroupVersion.WithKind("HostedControlPlane").GroupKind()) {
+		if !hosted.IsEtcdClaim(clusterName, pvc.Name) || util.IsOwnedByObject(pvc, hcp, hcpv1.GroupVersion.WithKind("HostedControlPlane").GroupKind()) {
 			continue
 		}
 		base := pvc.DeepCopy()
