@@ -93,7 +93,7 @@ func TestHostedControlPlaneContract(t *testing.T) {
 		g.Expect(conditions.GetReason(hcp, hcpv1.AvailableCondition)).To(Equal(hcpv1.NoStorageClassReason))
 		g.Expect(env.Client.Get(ctx, key, nc)).To(Succeed())
 		g.Expect(conditions.Get(nc, knestv1.ControlPlaneReadyCondition)).To(And(
-			HaveField("Reason", hcpv1.NoStorageClassReason), HaveField("Message", ContainSubstring("etcdStorageClassName"))))
+			HaveField("Reason", hcpv1.NoStorageClassReason), HaveField("Message", ContainSubstring("controlPlane.etcd.storageClassName"))))
 	}, timeout, interval).Should(Succeed())
 	g.Expect(env.Client.Get(ctx, in(hosted.EtcdName("demo")), sts)).To(Satisfy(apierrors.IsNotFound))
 

@@ -169,9 +169,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 	}
 	if !persistent {
 		setAvailable(hcp, metav1.ConditionFalse, hcpv1.NoStorageClassReason,
-			"etcd needs a volume that outlives its pod and the host has no default StorageClass: set spec.etcd.storageClassName "+
-				"(NestedCluster: controlPlane.hosted.etcdStorageClassName), or etcd.ephemeral (etcdEphemeral) to accept losing the tenant's objects with the pod")
-		return 0, nil
+			"etcd needs a volume that outlives its pod and the host has no default StorageClass: make one the default, "+
+				"or create the cluster with controlPlane.etcd.storageClassName, or controlPlane.etcd.ephemeral to lose the tenant's objects with the pod")
+		// StorageClasses are not watched: look again for a default one.
+		return 30 * time.Second, nil
 	}
 	hcp.Status.EtcdPersistent = ptr.To(in.EtcdStorageClass != nil)
 	if err := r.reconcileEtcdCerts(ctx, hcp, c.Name, owner); err != nil {
