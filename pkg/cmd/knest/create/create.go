@@ -35,6 +35,9 @@ type flagpole struct {
 	Image              string
 	RootDisk           string
 	DiskSize           string
+	EtcdStorageClass   string
+	EtcdSize           string
+	EtcdEphemeral      bool
 
 	PodCIDR     string
 	ServiceCIDR string
@@ -93,6 +96,9 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fs.StringVar(&flags.Image, "image", "", "node image (containerDisk) for every node (default the controller's image for the version)")
 	fs.StringVar(&flags.RootDisk, "root-disk", "", "root disk of every node: containerdisk (ephemeral) or datavolume (persistent, needs --disk-size) (default containerdisk)")
 	fs.StringVar(&flags.DiskSize, "disk-size", "", "size of a datavolume root disk, e.g. 20Gi")
+	fs.StringVar(&flags.EtcdStorageClass, "etcd-storage-class", "", "StorageClass of etcd's volume (default the host's default class)")
+	fs.StringVar(&flags.EtcdSize, "etcd-size", "", "size of etcd's volume, 1Gi to 64Gi; etcd's quota is 3/4 of it (default 2Gi)")
+	fs.BoolVar(&flags.EtcdEphemeral, "etcd-ephemeral", false, "keep etcd off any volume: the tenant's objects are lost with the etcd pod or control-plane VM")
 	fs.StringVar(&flags.PodCIDR, "pod-cidr", "", "tenant pod network, IPv4 /8 to /24 (default "+knestv1.DefaultPodCIDR+")")
 	fs.StringVar(&flags.ServiceCIDR, "service-cidr", "", "tenant service network, IPv4 /12 to /24 (default "+knestv1.DefaultServiceCIDR+")")
 	fs.StringVar(&flags.DNSDomain, "dns-domain", "", "tenant cluster DNS domain (default "+knestv1.DefaultDNSDomain+")")

@@ -160,6 +160,10 @@ func fromFlags(cmd *cobra.Command, flags *flagpole, args []string) (*knestv1.Nes
 	}
 	s.ControlPlane.Image = flags.Image
 	s.ControlPlane.RootDisk = machine.RootDisk
+	s.ControlPlane.Etcd = knestv1.EtcdSpec{StorageClassName: flags.EtcdStorageClass, Ephemeral: flags.EtcdEphemeral}
+	if s.ControlPlane.Etcd.Size, err = quantityFlag("etcd-size", flags.EtcdSize, "is not a size: use a quantity such as 4Gi", "4Gi"); err != nil {
+		return nil, err
+	}
 
 	pools, err := scale.ParsePoolSizes(flags.Pools)
 	if err != nil {
@@ -273,6 +277,8 @@ func flagFor(path string) string {
 		{"spec.controlPlane.memory", "--control-plane-memory"},
 		{"spec.controlPlane.image", "--image"},
 		{"spec.controlPlane.rootDisk", "--root-disk/--disk-size"},
+		{"spec.controlPlane.etcd.size", "--etcd-size"},
+		{"spec.controlPlane.etcd", "--etcd-storage-class/--etcd-size/--etcd-ephemeral"},
 		{"spec.network.podCIDR", "--pod-cidr"},
 		{"spec.network.serviceCIDR", "--service-cidr"},
 		{"spec.network.dnsDomain", "--dns-domain"},
