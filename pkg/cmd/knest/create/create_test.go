@@ -57,6 +57,8 @@ func TestCreateRejectsInvalidInput(t *testing.T) {
 		{name: "control plane little memory", args: []string{"demo", "--control-plane-memory", "1Gi"}, want: "--control-plane-memory: Invalid value: \"1Gi\": must be at least 1700Mi"},
 		{name: "memory not a quantity", args: []string{"demo", "--worker-memory", "4GB"}, want: `--worker-memory "4GB": memory must be a quantity such as 4Gi`},
 		{name: "memory zero", args: []string{"demo", "--worker-memory", "0"}, want: "--worker-memory \"0\" must be positive"},
+		{name: "etcd volume too small", args: []string{"demo", "--etcd-size", "512Mi"}, want: `--etcd-size: Invalid value: "512Mi": controlPlane.etcd.size must be from 1Gi to 64Gi`},
+		{name: "etcd ephemeral with a class", args: []string{"demo", "--etcd-ephemeral", "--etcd-storage-class", "fast"}, want: "etcd.ephemeral keeps etcd off any volume"},
 		{name: "worker little memory", args: []string{"demo", "--worker-memory", "512Mi"}, want: "--worker-memory: Invalid value: \"512Mi\": a worker pool's memory must be at least 1Gi"},
 		{name: "worker zero CPUs", args: []string{"demo", "--worker-cpu", "0"}, want: "--worker-cpu 0: a worker node needs at least 1 vCPU"},
 		{name: "worker 200 CPUs", args: []string{"demo", "--worker-cpu", "200"}, want: "--worker-cpu: Invalid value: 200: must be from 1 to 128"},
@@ -136,7 +138,7 @@ func TestCreateFromFlags(t *testing.T) {
 		"--image", "registry.local/knest/node:v1.33.2", "--root-disk", "DataVolume", "--disk-size", "40Gi",
 		"--pod-cidr", "10.200.0.0/16", "--service-cidr", "10.201.0.0/16", "--dns-domain", "ml.internal",
 		"--cni", "none", "--service-type", "loadbalancer", "--api-host", "ml.example.com",
-		"--cert-san", "10.1.2.3", "--cert-san", "ml.local")
+		"--cert-san", "10.1.2.3", "--cert-san", "ml.local", "--etcd-storage-class", "fast", "--etcd-size", "8Gi")
 	g.Expect(err).NotTo(HaveOccurred())
 
 	nc := &knestv1.NestedCluster{}
@@ -150,6 +152,8 @@ func TestCreateFromFlags(t *testing.T) {
 	g.Expect(s.ControlPlane.Memory.String()).To(Equal("8Gi"))
 	g.Expect(s.ControlPlane.Image).To(Equal("registry.local/knest/node:v1.33.2"))
 	g.Expect(s.ControlPlane.RootDisk.Type).To(Equal(knestv1.RootDiskDataVolume))
+	g.Expect(s.ControlPlane.Etcd.StorageClassName).To(Equal("fast"))
+	g.Expect(s.ControlPlane.Etcd.Size.String()).To(Equal("8Gi"))
 	g.Expect(s.Workers).To(HaveLen(3))
 	for i, want := range []struct {
 		name     string
