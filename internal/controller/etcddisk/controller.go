@@ -7,7 +7,9 @@ package etcddisk
 import (
 	"context"
 	"fmt"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -57,8 +59,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("failed to create etcd disk claim %s: %w", pvc.Name, err)
 	}
 	vmtemplate.AttachEtcdDisk(vm)
-	// An update, not a patch: it fails on a VM changed meanwhile and is retried.
-	if err := r.Client.Update(ctx, vm); err != nil {
+	// An update, not a patch: it fails on a VM changed meanwhile (KubeVirt and CAPK
+	// write it while it is new) and is tried again on the fresh one.
+	switch err := r.Client.Update(ctx, vm); {
+	case apierrors.IsConflict(err):
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("failed to attach etcd disk %s to VM %s: %w", pvc.Name, vm.Name, err)
 	}
 	ctrl.LoggerFrom(ctx).Info("Attached etcd disk and started VM", "claim", pvc.Name)
