@@ -330,14 +330,13 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 	nodeRegistration := bootstrapv1.NodeRegistrationOptions{CRISocket: criSocket}
 	resumeFile, resumeCommands := resumeBootstrap("init")
 	etcdArgs := etcdRaftArgs()
-	var disks bootstrapv1.DiskSetup
-	var mounts []bootstrapv1.MountPoints
+	files := append(probePatches(), resumeFile)
 	var pre []string
 	if d := r.etcdDisk(); d != nil {
 		etcdArgs = append(etcdArgs, bootstrapv1.Arg{Name: "quota-backend-bytes", Value: ptr(strconv.FormatInt(hosted.EtcdQuotaBytes(d.Size), 10))})
-		disks, mounts = etcdDiskSetup()
-		pre = []string{etcdJoinWipe}
-		// The disk's lost+found, or the data a restarted VM kept (see etcdDiskSetup).
+		diskFile, diskCommand := etcdDiskMount()
+		files, pre = append(files, diskFile), []string{diskCommand}
+		// The disk's lost+found, or the data a restarted VM kept (etcdDiskMount).
 		nodeRegistration.IgnorePreflightErrors = []string{"DirAvailable--var-lib-etcd"}
 	}
 	return &controlplanev1.KubeadmControlPlane{
@@ -373,11 +372,9 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 				JoinConfiguration: bootstrapv1.JoinConfiguration{
 					NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts(), Patches: bootstrapv1.Patches{Directory: patchDir},
 				},
-				Files:               append(probePatches(), resumeFile),
+				Files:               files,
 				PreKubeadmCommands:  pre,
 				PostKubeadmCommands: resumeCommands,
-				DiskSetup:           disks,
-				Mounts:              mounts,
 			},
 		},
 	}
@@ -396,27 +393,6 @@ func (r renderer) etcdDisk() *vmtemplate.EtcdDisk {
 	}
 	return d
 }
-
-// etcdDiskSetup formats the etcd disk once (cloud-init leaves a disk that has a
-// file system alone) and mounts it on etcd's data directory before kubeadm runs.
-// A VM that KubeVirt restarted boots a fresh root disk and runs its bootstrap
-// again: `kubeadm init` then finds the cluster's etcd data and renders the control
-// plane around it, for the VM's new address, instead of making a new cluster
-// (kubeadm's own restore path; its etcd member keeps its identity).
-func etcdDiskSetup() (bootstrapv1.DiskSetup, []bootstrapv1.MountPoints) {
-	return bootstrapv1.DiskSetup{Filesystems: []bootstrapv1.Filesystem{{
-			Device: vmtemplate.EtcdDiskDevice, Filesystem: "ext4", Label: etcdDiskLabel, Partition: "none", Overwrite: ptr(false),
-		}}},
-		[]bootstrapv1.MountPoints{{"LABEL=" + etcdDiskLabel, "/var/lib/etcd", "ext4", "defaults", "0", "2"}}
-}
-
-const etcdDiskLabel = "knest-etcd"
-
-// etcdJoinWipe: a member that joined an existing etcd (not the first control plane)
-// and whose VM restarted joins again as a new member, as it did before it had a disk
-// of its own; its old identity must not start beside the new one. The first control
-// plane keeps its data: without it `kubeadm init` would make a new, empty cluster.
-const etcdJoinWipe = "[ ! -f /run/kubeadm/kubeadm-join-config.yaml ] || rm -rf /var/lib/etcd/member"
 
 // leaderElectionArgs lengthen kube-controller-manager's and kube-scheduler's leader
 // election (defaults: lease 15 s, renew 10 s, retry 2 s). Tenant control planes share

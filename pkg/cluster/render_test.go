@@ -121,11 +121,13 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	g.Expect(kcs.ClusterConfiguration.Etcd.Local.ExtraArgs).To(ConsistOf(
 		bootstrapv1.Arg{Name: "heartbeat-interval", Value: ptr("500")}, bootstrapv1.Arg{Name: "election-timeout", Value: ptr("10000")},
 		bootstrapv1.Arg{Name: "quota-backend-bytes", Value: ptr("1610612736")}))
-	g.Expect(kcs.DiskSetup.Filesystems).To(ConsistOf(HaveField("Device", "/dev/disk/by-id/virtio-etcd")))
-	g.Expect(kcs.DiskSetup.Filesystems[0].Overwrite).To(HaveValue(BeFalse()), "a restarted VM must find its data, not a new file system")
-	g.Expect(kcs.Mounts).To(ConsistOf(ContainElement("/var/lib/etcd")))
+	// Mounted by knest's script, not cloud-init's fs_setup, which formats a whole disk
+	// on every first boot of an instance (a restarted VM is one).
+	g.Expect(kcs.DiskSetup.Filesystems).To(BeEmpty())
+	g.Expect(kcs.PreKubeadmCommands).To(ConsistOf("/usr/local/sbin/knest-etcd-disk"))
+	g.Expect(kcs.Files).To(ContainElement(And(HaveField("Path", "/usr/local/sbin/knest-etcd-disk"),
+		HaveField("Content", And(ContainSubstring("virtio-etcd"), ContainSubstring("blkid"), ContainSubstring("kubeadm-join-config.yaml"))))))
 	g.Expect(kcs.InitConfiguration.NodeRegistration.IgnorePreflightErrors).To(ConsistOf("DirAvailable--var-lib-etcd"))
-	g.Expect(kcs.PreKubeadmCommands).To(ConsistOf(ContainSubstring("kubeadm-join-config.yaml")), "only a joining member starts afresh")
 	cpVM := graph.ControlPlaneTemplate.Spec.Template.Spec.VirtualMachineTemplate
 	g.Expect(cpVM.ObjectMeta.Annotations).To(HaveKeyWithValue("knest.dev/etcd-disk-size", "2Gi"))
 	g.Expect(string(*cpVM.Spec.RunStrategy)).To(Equal("Halted"), "started by the etcd-disk controller once its disk is attached")
@@ -133,8 +135,9 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	g.Expect(*kcs.InitConfiguration.Timeouts.ControlPlaneComponentHealthCheckSeconds).To(Equal(int32(600)))
 	g.Expect(*kcs.InitConfiguration.Timeouts.KubernetesAPICallSeconds).To(Equal(int32(300)))
 	g.Expect(*kcs.JoinConfiguration.Timeouts.EtcdAPICallSeconds).To(Equal(int32(600)), "a joining control plane's etcd member needs time to sync")
-	// The probe patches (probes_test.go) and the bootstrap resume script (resume_test.go).
-	g.Expect(kcs.Files).To(HaveLen(5))
+	// The probe patches (probes_test.go), the bootstrap resume script (resume_test.go)
+	// and the etcd disk's.
+	g.Expect(kcs.Files).To(HaveLen(6))
 	g.Expect(kcs.PostKubeadmCommands).To(Equal([]string{"/usr/local/sbin/knest-resume-bootstrap init"}))
 	g.Expect(kcs.Files).To(ContainElement(HaveField("Path", "/usr/local/sbin/knest-resume-bootstrap")))
 	for _, p := range graph.Pools {
