@@ -60,7 +60,12 @@ func expectTenantStateKept(t *testing.T, key client.ObjectKey, tc tenant) {
 	t.Helper()
 	g := NewWithT(t)
 	kubeSystem := &corev1.Namespace{}
-	g.Expect(tc.Get(t.Context(), client.ObjectKey{Name: metav1.NamespaceSystem}, kubeSystem)).To(Succeed())
+	// A poll: through a NodePort or a port-forward one request can time out.
+	g.Eventually(func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		return tc.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, kubeSystem)
+	}, tenantTimeout, 2*time.Second).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		nc := &knestv1.NestedCluster{}
 		g.Expect(s.host.Get(t.Context(), key, nc)).To(Succeed())
