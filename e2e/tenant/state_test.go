@@ -95,16 +95,45 @@ func expectHostedEtcdSurvives(t *testing.T, key client.ObjectKey, tc tenant) {
 	before := claims()
 	g.Expect(before).NotTo(BeEmpty(), "etcd has no claim")
 
+	etcdPods := client.MatchingLabels{hosted.ComponentLabel: hosted.ComponentEtcd}
+	// newEtcdReady waits for a ready etcd pod that is none of old: the object is read
+	// only from an etcd that started again (a terminating one still serves).
+	newEtcdReady := func(old map[string]bool) {
+		g.Eventually(func(g Gomega) {
+			pods := &corev1.PodList{}
+			g.Expect(s.host.List(ctx, pods, client.InNamespace(key.Namespace), etcdPods)).To(Succeed())
+			g.Expect(pods.Items).To(HaveLen(1))
+			p := pods.Items[0]
+			g.Expect(old).NotTo(HaveKey(string(p.UID)), "the old etcd pod is still there")
+			g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.PodReady), HaveField("Status", corev1.ConditionTrue))))
+		}, tenantTimeout, 2*time.Second).Should(Succeed())
+	}
+	podUIDs := func() map[string]bool {
+		pods := &corev1.PodList{}
+		g.Expect(s.host.List(ctx, pods, client.InNamespace(key.Namespace), etcdPods)).To(Succeed())
+		out := map[string]bool{}
+		for _, p := range pods.Items {
+			out[string(p.UID)] = true
+		}
+		return out
+	}
+
 	cm := writeStateMarker(t, tc, "before the etcd pods were deleted")
+	old := podUIDs()
 	start := time.Now()
-	g.Expect(s.host.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(key.Namespace),
-		client.MatchingLabels{hosted.ComponentLabel: hosted.ComponentEtcd})).To(Succeed())
+	// At once, as a crash: no graceful shutdown.
+	g.Expect(s.host.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(key.Namespace), etcdPods, client.GracePeriodSeconds(0))).To(Succeed())
+	newEtcdReady(old)
+	s.timeline.add(step, "every etcd pod deleted: a new one ready", time.Since(start))
 	s.timeline.add(step, "every etcd pod deleted: the object is back", expectStateMarker(t, tc, cm, start))
 
 	cm = writeStateMarker(t, tc, "before the etcd StatefulSet was deleted")
+	old = podUIDs()
 	start = time.Now()
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: hosted.EtcdName(key.Name)}}
 	g.Expect(s.host.Delete(ctx, sts)).To(Succeed())
+	newEtcdReady(old)
+	s.timeline.add(step, "the etcd StatefulSet deleted: a new pod ready", time.Since(start))
 	s.timeline.add(step, "the etcd StatefulSet deleted: the object is back", expectStateMarker(t, tc, cm, start))
 	g.Expect(claims()).To(Equal(before), "etcd's volume was not the one it had")
 
