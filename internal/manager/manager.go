@@ -133,7 +133,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorderFor("knest"),
 		Render:    opts.Render,
-		Tenants:   nestedcluster.KubeconfigTenantReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second},
+		Tenants:   &nestedcluster.KubeconfigTenantReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second, Every: 30 * time.Second},
 		// Often enough that a control plane that came back blank is reported
 		// before anyone acts on it; one GET of kube-system per cluster.
 		TenantCheckInterval: time.Minute,
