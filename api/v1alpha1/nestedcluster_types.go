@@ -184,9 +184,46 @@ type NestedClusterSpec struct {
 	// +optional
 	APIServer APIServerSpec `json:"apiServer,omitempty"`
 
+	// backup schedules snapshots of the tenant's etcd onto a volume of the host, in
+	// the cluster's namespace; `knest backup` takes one at once and `knest restore`
+	// brings the tenant back to one.
+	// +kubebuilder:default={}
+	// +optional
+	Backup BackupSpec `json:"backup,omitempty"`
+
 	// paused stops knest (and Cluster API) from changing the tenant cluster.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+}
+
+// BackupSpec schedules etcd snapshots.
+// +kubebuilder:validation:XValidation:rule="(has(self.storageClassName) == has(oldSelf.storageClassName)) && (!has(self.storageClassName) || self.storageClassName == oldSelf.storageClassName)",message="backup.storageClassName cannot change after creation: the backup volume is made once"
+// +kubebuilder:validation:XValidation:rule="(has(self.size) == has(oldSelf.size)) && (!has(self.size) || self.size == oldSelf.size)",message="backup.size cannot change after creation: the backup volume is made once"
+type BackupSpec struct {
+	// interval between scheduled snapshots, at least 5m, e.g. 1h or 24h; 0s takes
+	// none on a schedule (`knest backup` still takes one).
+	// +kubebuilder:default="1h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('5m')",message="backup.interval must be 0s (no schedule) or at least 5m, e.g. 1h"
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// keep is how many snapshots are kept; the oldest go first.
+	// +kubebuilder:default=24
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=500
+	// +optional
+	Keep int32 `json:"keep,omitempty"`
+
+	// storageClassName of the backup volume; empty means the host's default class.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	StorageClassName string `json:"storageClassName,omitempty"`
+
+	// size of the backup volume; it must hold keep snapshots, each at most etcd's
+	// quota (three quarters of controlPlane.etcd.size) and usually far less.
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Gi')) >= 0 && quantity(string(self)).compareTo(quantity('1Ti')) <= 0",message="backup.size must be from 1Gi to 1Ti, e.g. 10Gi"
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
 }
 
 // MachineSpec is the VM shape shared by control-plane nodes and pool nodes.
@@ -577,7 +614,88 @@ type NestedClusterStatus struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	TenantID string `json:"tenantID,omitempty"`
+
+	// backup tells which snapshots exist and how the last restore went.
+	// +optional
+	Backup BackupStatus `json:"backup,omitempty,omitzero"`
 }
+
+// BackupStatus is what the backup volume holds.
+type BackupStatus struct {
+	// lastSnapshot is the newest snapshot taken and checked.
+	// +optional
+	LastSnapshot *Snapshot `json:"lastSnapshot,omitempty"`
+
+	// lastFailure is why the newest backup Job failed, when it failed after
+	// lastSnapshot was taken; empty otherwise.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	LastFailure string `json:"lastFailure,omitempty"`
+
+	// snapshots are the names of the snapshots on the backup volume, oldest first:
+	// what `knest restore --from` takes.
+	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:items:MaxLength=64
+	// +listType=atomic
+	// +optional
+	Snapshots []string `json:"snapshots,omitempty"`
+
+	// restore is the restore asked for with the knest.dev/restore-from annotation,
+	// or the last one done.
+	// +optional
+	Restore *RestoreStatus `json:"restore,omitempty"`
+}
+
+// Snapshot is one etcd snapshot on the backup volume.
+type Snapshot struct {
+	// name of the snapshot file, e.g. 20261127T091500Z.db.
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name"`
+	// takenAt is when the snapshot was taken.
+	TakenAt metav1.Time `json:"takenAt"`
+	// revision is etcd's revision in the snapshot.
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
+	// sizeBytes is the snapshot file's size.
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+}
+
+// RestoreStatus is a restore's progress.
+type RestoreStatus struct {
+	// snapshot restored from.
+	// +kubebuilder:validation:MaxLength=64
+	Snapshot string `json:"snapshot"`
+	// phase is Running, Succeeded or Failed.
+	// +kubebuilder:validation:Enum=Running;Succeeded;Failed
+	Phase RestorePhase `json:"phase"`
+	// message says what the restore waits for, or why it failed.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
+	// startedAt is when the restore began.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// finishedAt is when it succeeded or failed.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+}
+
+// RestorePhase is where a restore is.
+type RestorePhase string
+
+// Restore phases.
+const (
+	RestoreRunning   RestorePhase = "Running"
+	RestoreSucceeded RestorePhase = "Succeeded"
+	RestoreFailed    RestorePhase = "Failed"
+)
+
+// RestoreFromAnnotation on a NestedCluster asks knest to bring the tenant's etcd
+// back to the named snapshot of status.backup.snapshots (`knest restore` sets
+// it); knest removes it when the restore has succeeded or failed
+// (status.backup.restore says which).
+const RestoreFromAnnotation = "knest.dev/restore-from"
 
 // ReplicaStatus counts desired and ready nodes.
 type ReplicaStatus struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/knest-dev/knest/pkg/cmd/knest/controller"
 	"github.com/knest-dev/knest/pkg/cmd/knest/create"
 	"github.com/knest-dev/knest/pkg/cmd/knest/delete"
+	"github.com/knest-dev/knest/pkg/cmd/knest/etcd"
 	"github.com/knest-dev/knest/pkg/cmd/knest/get"
 	"github.com/knest-dev/knest/pkg/cmd/knest/internal/cmdutil"
 	"github.com/knest-dev/knest/pkg/cmd/knest/kubeconfig"
@@ -63,6 +64,7 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	cmd.AddCommand(kubeconfig.NewCommand(logger, streams))
 	cmd.AddCommand(version.NewCommand(logger, streams))
 	cmd.AddCommand(controller.NewCommand(logger, streams))
+	cmd.AddCommand(etcd.NewCommand())
 	// cobra adds its `completion` command (bash, zsh, fish, powershell) on Execute.
 	return cmd
 }

@@ -1,0 +1,127 @@
+// Package etcd is `knest etcd`, hidden: what knest's backup and restore Jobs run
+// in the knest image (pkg/backup renders them).
+package etcd
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+
+	"github.com/knest-dev/knest/pkg/backup"
+)
+
+// NewCommand returns the hidden etcd command.
+func NewCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:    "etcd",
+		Short:  "Snapshot and restore a tenant's etcd (run by knest's backup and restore Jobs)",
+		Hidden: true,
+	}
+	cmd.AddCommand(newSnapshot(), newRestore())
+	return cmd
+}
+
+// terminationLog is where a Job's pod leaves its result for the controller.
+const terminationLog = "/dev/termination-log"
+
+func newSnapshot() *cobra.Command {
+	var endpoint, certs, dir string
+	var keep int
+	cmd := &cobra.Command{
+		Use:   "snapshot",
+		Short: "Take a snapshot into --dir and keep the newest --keep",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if keep < 1 {
+				return errors.New("--keep must be 1 or more")
+			}
+			tlsConfig, err := clientTLS(certs)
+			if err != nil {
+				return err
+			}
+			r, err := backup.Save(cmd.Context(), zap.NewNop(), []string{endpoint}, tlsConfig, dir, time.Now())
+			if err != nil {
+				return err
+			}
+			if r.Snapshots, err = backup.Prune(dir, keep); err != nil {
+				return fmt.Errorf("took %s, but failed to remove old snapshots: %w", r.Name, err)
+			}
+			msg := r.Message()
+			fmt.Fprintln(cmd.OutOrStdout(), msg)
+			// Outside a pod there is no termination log; the line above is the result.
+			if err := os.WriteFile(terminationLog, []byte(msg), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&endpoint, "endpoint", "", "etcd client URL")
+	cmd.Flags().StringVar(&certs, "certs", "", "directory with ca.crt, tls.crt and tls.key")
+	cmd.Flags().StringVar(&dir, "dir", "", "directory of the snapshots")
+	cmd.Flags().IntVar(&keep, "keep", backup.DefaultKeep, "snapshots to keep")
+	for _, f := range []string{"endpoint", "certs", "dir"} {
+		_ = cmd.MarkFlagRequired(f)
+	}
+	return cmd
+}
+
+func newRestore() *cobra.Command {
+	var snapshot, dataDir, diskImage string
+	var m backup.Member
+	cmd := &cobra.Command{
+		Use:   "restore",
+		Short: "Make a one-member etcd data directory from a snapshot, optionally as a VM's etcd disk image",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !backup.ValidSnapshotName(filepath.Base(snapshot)) {
+				return fmt.Errorf("--snapshot %s is not a knest snapshot", snapshot)
+			}
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return err
+			}
+			if err := backup.Restore(zap.NewNop(), snapshot, dataDir, m); err != nil {
+				return err
+			}
+			if diskImage != "" {
+				if err := backup.WriteDiskImage(dataDir, diskImage); err != nil {
+					return err
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "restored %s as member %s\n", filepath.Base(snapshot), m.Name)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&snapshot, "snapshot", "", "snapshot file")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "etcd data directory to restore into (its member directory is replaced)")
+	cmd.Flags().StringVar(&diskImage, "disk-image", "", "a VM's etcd disk image to replace with the restored data, for its knest-etcd-disk script")
+	cmd.Flags().StringVar(&m.Name, "name", "", "member name")
+	cmd.Flags().StringVar(&m.PeerURL, "peer-url", "", "member peer URL")
+	for _, f := range []string{"snapshot", "data-dir", "name", "peer-url"} {
+		_ = cmd.MarkFlagRequired(f)
+	}
+	return cmd
+}
+
+// clientTLS reads the client certificate Secret's files.
+func clientTLS(dir string) (*tls.Config, error) {
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, backup.ClientCertKey), filepath.Join(dir, backup.ClientKeyKey))
+	if err != nil {
+		return nil, err
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, backup.CACertKey))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("%s holds no certificate", filepath.Join(dir, backup.CACertKey))
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: backup.ServerName, MinVersion: tls.VersionTLS12}, nil
+}
