@@ -232,10 +232,10 @@ func JobFromCronJob(cj *batchv1.CronJob, now time.Time) *batchv1.Job {
 	j := &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        fmt.Sprintf("%s-manual-%d", cj.Name, now.Unix()),
-			Namespace:   cj.Namespace,
-			Labels:      cj.Spec.JobTemplate.Labels,
-			Annotations: map[string]string{"cronjob.kubernetes.io/instantiate": "manual"},
+			Name:            fmt.Sprintf("%s-manual-%d", cj.Name, now.Unix()),
+			Namespace:       cj.Namespace,
+			Labels:          cj.Spec.JobTemplate.Labels,
+			Annotations:     map[string]string{"cronjob.kubernetes.io/instantiate": "manual"},
 			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(cj, batchv1.SchemeGroupVersion.WithKind("CronJob"))},
 		},
 		Spec: *cj.Spec.JobTemplate.Spec.DeepCopy(),
