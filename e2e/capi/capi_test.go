@@ -60,6 +60,9 @@ var (
 const envLogDir = "KNEST_E2E_LOG_DIR"
 
 // Generous: four managers, kube-apiserver and etcd share two busy cores.
+// testToolImage is the image backup Jobs are given; no kubelet runs them here.
+const testToolImage = "knest.local/knest:test"
+
 const (
 	timeout  = 5 * time.Minute
 	interval = time.Second
@@ -335,7 +338,7 @@ func keep(t *testing.T, name string, content any) {
 // startController runs knest's controller in this process until the test ends.
 func startController(t *testing.T) {
 	t.Helper()
-	mgr, err := manager.New(env.Config, manager.Options{Render: cluster.Options{BootstrapCheck: cluster.BootstrapCheckNone}})
+	mgr, err := manager.New(env.Config, manager.Options{Render: cluster.Options{BootstrapCheck: cluster.BootstrapCheckNone}, ToolImage: testToolImage})
 	if err != nil {
 		t.Fatalf("failed to create manager: %v", err)
 	}

@@ -78,7 +78,7 @@ func startLocal(ctx context.Context, cfg *rest.Config, o controllerOptions) (*lo
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = o.QPS, o.Burst
 	cfg.Wrap(l.cnt.wrap)
-	mgr, err := manager.New(cfg, manager.Options{Concurrency: o.Concurrency})
+	mgr, err := manager.New(cfg, manager.Options{Concurrency: o.Concurrency, ToolImage: "knest:bench"})
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,7 @@ import (
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/controller/etcdbackup"
 	"github.com/knest-dev/knest/internal/controller/etcddisk"
 	"github.com/knest-dev/knest/internal/controller/hostedcontrolplane"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
@@ -79,10 +80,15 @@ type Options struct {
 	// LeaderElection lets several replicas run with one active.
 	LeaderElection          bool
 	LeaderElectionNamespace string
+	// ToolImage is the knest image that backup and restore Jobs run.
+	ToolImage string
 }
 
 // New returns a manager with the NestedCluster controller registered.
 func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	if opts.ToolImage == "" {
+		return nil, errors.New("the knest image that backup Jobs run is not set")
+	}
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
@@ -123,6 +129,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			&appsv1.Deployment{}:  {Label: ofCluster},
 			&appsv1.StatefulSet{}: {Label: ofCluster},
 			&batchv1.Job{}:        {Label: ofCluster},
+			&batchv1.CronJob{}:    {Label: ofCluster},
 		}},
 	})
 	if err != nil {
@@ -157,6 +164,12 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		SkipNameValidation:      ptr.To(true),
 	}); err != nil {
 		return nil, fmt.Errorf("failed to set up the etcd disk controller: %w", err)
+	}
+	if err := (&etcdbackup.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Image: opts.ToolImage}).SetupWithManager(mgr, controller.Options{
+		MaxConcurrentReconciles: max(opts.Concurrency, 1),
+		SkipNameValidation:      ptr.To(true),
+	}); err != nil {
+		return nil, fmt.Errorf("failed to set up the etcd backup controller: %w", err)
 	}
 	if opts.HealthAddr != "" && opts.HealthAddr != "0" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/knest-dev/knest/pkg/backup"
 )
 
 // PrivateNetworks are the ranges a tenant's VMs may not reach outside their own
@@ -41,8 +43,9 @@ var HostDNS = networkingv1.NetworkPolicyPeer{
 // balancer has translated the address), the host's DNS pods (HostDNS), and
 // addresses outside the private ranges; and what can connect to them: their own
 // cluster's VMs on any port, anyone on the API server's port (the endpoint is meant
-// to be reached, through a Service, a NodePort or a load balancer), and CAPK's
-// controller on SSH (its bootstrap check). kubelet, etcd and the tenant CNI's VXLAN
+// to be reached, through a Service, a NodePort or a load balancer), CAPK's
+// controller on SSH (its bootstrap check), and the cluster's backup Jobs on etcd's
+// client port. kubelet, etcd and the tenant CNI's VXLAN
 // port answer only the cluster's own VMs. Another tenant's VMs and
 // endpoint, the host's nodes and its API server are all private addresses. Traffic
 // into the VMs (Cluster API's SSH check, users on the endpoint) is not restricted.
@@ -50,7 +53,7 @@ var HostDNS = networkingv1.NetworkPolicyPeer{
 func (r renderer) isolation() *networkingv1.NetworkPolicy {
 	ownVMs := metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.ClusterNameLabel: r.name}}
 	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
-	dns, api, ssh := intstr.FromInt32(53), intstr.FromInt32(APIServerPort), intstr.FromInt32(22)
+	dns, api, ssh, etcd := intstr.FromInt32(53), intstr.FromInt32(APIServerPort), intstr.FromInt32(22), intstr.FromInt32(backup.EtcdPort)
 	return &networkingv1.NetworkPolicy{
 		TypeMeta:   typeMeta(networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy")),
 		ObjectMeta: r.meta(IsolationName(r.name), ""),
@@ -71,6 +74,10 @@ func (r renderer) isolation() *networkingv1.NetworkPolicy {
 						}}},
 					}},
 					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &ssh}},
+				},
+				{
+					From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: backup.Selector(r.name, backup.ComponentBackup)}}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &etcd}},
 				},
 			},
 			Egress: []networkingv1.NetworkPolicyEgressRule{

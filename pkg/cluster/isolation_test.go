@@ -36,9 +36,10 @@ func TestIsolationFencesOnlyTheClustersVMs(t *testing.T) {
 	g.Expect(p.Name).To(Equal("demo-isolation"))
 	g.Expect(p.Spec.PolicyTypes).To(Equal([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}))
 
-	// Into the VMs: own VMs on any port, anyone on the API port, CAPK on SSH.
-	g.Expect(p.Spec.Ingress).To(HaveLen(3))
-	fromOwn, api, ssh := p.Spec.Ingress[0], p.Spec.Ingress[1], p.Spec.Ingress[2]
+	// Into the VMs: own VMs on any port, anyone on the API port, CAPK on SSH, the
+	// cluster's backup Jobs on etcd's.
+	g.Expect(p.Spec.Ingress).To(HaveLen(4))
+	fromOwn, api, ssh, etcd := p.Spec.Ingress[0], p.Spec.Ingress[1], p.Spec.Ingress[2], p.Spec.Ingress[3]
 	g.Expect(fromOwn.Ports).To(BeEmpty())
 	g.Expect(fromOwn.From).To(HaveLen(1))
 	g.Expect(fromOwn.From[0].NamespaceSelector).To(BeNil())
@@ -54,6 +55,12 @@ func TestIsolationFencesOnlyTheClustersVMs(t *testing.T) {
 	g.Expect(selects(g, ssh.From[0].PodSelector, labels.Set{"cluster.x-k8s.io/provider": "infrastructure-kubevirt"})).To(BeTrue())
 	g.Expect(selects(g, ssh.From[0].PodSelector, labels.Set{"cluster.x-k8s.io/provider": "cluster-api"})).To(BeFalse())
 	g.Expect(selects(g, ssh.From[0].PodSelector, launcherLabels("other"))).To(BeFalse())
+	g.Expect(etcd.Ports).To(HaveLen(1))
+	g.Expect(etcd.Ports[0].Port.IntValue()).To(Equal(2379))
+	g.Expect(etcd.From[0].NamespaceSelector).To(BeNil(), "the cluster's own namespace only")
+	g.Expect(selects(g, etcd.From[0].PodSelector, labels.Set{"cluster.x-k8s.io/cluster-name": "demo", "knest.dev/component": "etcd-backup"})).To(BeTrue())
+	g.Expect(selects(g, etcd.From[0].PodSelector, labels.Set{"cluster.x-k8s.io/cluster-name": "other", "knest.dev/component": "etcd-backup"})).To(BeFalse(),
+		"another tenant's backup Job reads no etcd but its own")
 
 	g.Expect(selects(g, &p.Spec.PodSelector, launcherLabels("demo"))).To(BeTrue())
 	g.Expect(selects(g, &p.Spec.PodSelector, launcherLabels("other"))).To(BeFalse())

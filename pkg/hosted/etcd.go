@@ -229,6 +229,9 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 			},
 		},
 	}
+	if in.EtcdStopped {
+		sts.Spec.Replicas = ptr.To[int32](0)
+	}
 	if in.EtcdStorageClass == nil {
 		sts.Spec.Template.Spec.Volumes = append(sts.Spec.Template.Spec.Volumes, emptyDir("data"))
 	} else {

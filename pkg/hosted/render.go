@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	"github.com/knest-dev/knest/pkg/backup"
 )
 
 // Ports.
@@ -68,6 +69,16 @@ func ConfigMapName(cluster string) string  { return cluster + "-kubeadm" }
 func EtcdPolicyName(cluster string) string { return cluster + "-etcd" }
 func APIPolicyName(cluster string) string  { return cluster + "-control-plane" }
 func jobName(cluster, hash string) string  { return cluster + "-kubeadm-" + hash[:8] }
+
+// EtcdMemberName and EtcdPeerURL are the one member's identity, as its pod runs it.
+func EtcdMemberName(cluster string) string { return EtcdName(cluster) + "-0" }
+func EtcdPeerURL(cluster, ns string) string {
+	return "https://" + etcdHost(cluster, ns) + ":" + strconv.Itoa(EtcdPeerPort)
+}
+
+// EtcdClaimName is the member's data claim, as the StatefulSet controller names it.
+func EtcdClaimName(cluster string) string { return "data-" + EtcdMemberName(cluster) }
+
 func etcdHost(cluster, ns string) string {
 	return EtcdName(cluster) + "-0." + EtcdName(cluster) + "." + ns + ".svc"
 }
@@ -85,6 +96,8 @@ type Input struct {
 	// EtcdStorageClass is the class of etcd's volume (empty: the host's default);
 	// nil means an emptyDir, which the controller uses only when the spec asks.
 	EtcdStorageClass *string
+	// EtcdStopped scales etcd to zero members (a restore writes its volume).
+	EtcdStopped bool
 }
 
 func (in Input) ns() string { return in.HCP.Namespace }
@@ -483,7 +496,10 @@ func (in Input) Policies() []*networkingv1.NetworkPolicy {
 	}
 	return []*networkingv1.NetworkPolicy{
 		policy(EtcdPolicyName(c), ComponentEtcd, []networkingv1.NetworkPolicyIngressRule{{
-			From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selector(c, ComponentAPIServer)}}},
+			From: []networkingv1.NetworkPolicyPeer{
+				{PodSelector: &metav1.LabelSelector{MatchLabels: selector(c, ComponentAPIServer)}},
+				{PodSelector: &metav1.LabelSelector{MatchLabels: backup.Selector(c, backup.ComponentBackup)}},
+			},
 			Ports: []networkingv1.NetworkPolicyPort{port(EtcdPort)},
 		}}),
 		policy(APIPolicyName(c), ComponentAPIServer, []networkingv1.NetworkPolicyIngressRule{{

@@ -22,7 +22,14 @@ const (
 	WaitingForAPIServerReason   = "WaitingForAPIServer"
 	WaitingForTenantReason      = "WaitingForTenantBootstrap"
 	AvailableReason             = "Available"
+	// EtcdStoppedReason: etcd is stopped for a restore (EtcdStoppedAnnotation).
+	EtcdStoppedReason = "EtcdStopped"
 )
+
+// EtcdStoppedAnnotation on a HostedControlPlane scales its etcd to zero members
+// while it is set: knest's restore (internal/controller/etcdbackup) sets it,
+// writes the member's volume and removes it.
+const EtcdStoppedAnnotation = "controlplane.knest.dev/etcd-stopped"
 
 // HostedControlPlaneSpec is a tenant control plane run as pods on the host.
 type HostedControlPlaneSpec struct {

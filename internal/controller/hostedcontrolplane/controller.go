@@ -175,6 +175,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 		return 30 * time.Second, nil
 	}
 	hcp.Status.EtcdPersistent = ptr.To(in.EtcdStorageClass != nil)
+	_, in.EtcdStopped = hcp.Annotations[hcpv1.EtcdStoppedAnnotation]
 	if err := r.reconcileEtcdCerts(ctx, hcp, c.Name, owner); err != nil {
 		return 0, err
 	}
@@ -211,6 +212,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 	r.setReplicas(hcp, deploy)
 
 	switch {
+	case in.EtcdStopped:
+		setAvailable(hcp, metav1.ConditionFalse, hcpv1.EtcdStoppedReason, "etcd is stopped while a restore from a snapshot writes its volume")
+		return 0, nil
 	case sts.Status.ReadyReplicas < 1 && !initialized(hcp):
 		setAvailable(hcp, metav1.ConditionFalse, hcpv1.WaitingForEtcdReason, "Waiting for etcd")
 		return 0, nil

@@ -57,7 +57,7 @@ func TestRunsWithOnlyItsOwnRBAC(t *testing.T) {
 	}
 
 	metricsAddr, healthAddr := freeAddr(g), freeAddr(g)
-	stop := startControllerWith(t, cfg, manager.Options{Concurrency: 2, LeaderElection: true, LeaderElectionNamespace: ns,
+	stop := startControllerWith(t, cfg, manager.Options{Concurrency: 2, ToolImage: testToolImage, LeaderElection: true, LeaderElectionNamespace: ns,
 		MetricsAddr: metricsAddr, HealthAddr: healthAddr})
 	g.Eventually(func() (int, error) { return httpGet("http://"+healthAddr+"/readyz", "") }, timeout, interval).Should(Equal(http.StatusOK))
 	nc := newCluster(namespace(t, g), "rbac")

@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 // (and at the latest when the test ends).
 func startController(t *testing.T) (stop func()) {
 	t.Helper()
-	return startControllerWith(t, env.Config, manager.Options{Concurrency: 4})
+	return startControllerWith(t, env.Config, manager.Options{Concurrency: 4, ToolImage: testToolImage})
 }
 
 func startControllerWith(t *testing.T, cfg *rest.Config, opts manager.Options) (stop func()) {
@@ -97,6 +97,9 @@ func newCluster(ns, name string) *knestv1.NestedCluster {
 func get(g Gomega, obj client.Object) {
 	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
 }
+
+// testToolImage is the image backup Jobs are given; no kubelet runs them here.
+const testToolImage = "knest.local/knest:test"
 
 const (
 	timeout  = 30 * time.Second

@@ -19,7 +19,18 @@ until [ -b "$dev" ]; do
 	fi
 	sleep 1
 done
-if ! blkid "$dev" >/dev/null 2>&1; then
+# A disk that knest's restore Job wrote (pkg/backup.WriteDiskImage) holds a tar of
+# the restored data directory instead of a file system: unpack it, make the file
+# system, and put the data on it.
+restore=
+if [ "$(tar -tf "$dev" 2>/dev/null | head -n 1)" = "knest-etcd-restore/" ]; then
+	restore=/var/lib/knest-etcd-restore
+	rm -rf "$restore"
+	mkdir -p "$restore"
+	tar -xf "$dev" -C "$restore"
+	wipefs -a -q "$dev"
+	mkfs.ext4 -q -L "$label" "$dev"
+elif ! blkid "$dev" >/dev/null 2>&1; then
 	mkfs.ext4 -q -L "$label" "$dev"
 fi
 grep -q "^LABEL=$label " /etc/fstab || echo "LABEL=$label /var/lib/etcd ext4 defaults,nofail 0 2" >>/etc/fstab
@@ -29,7 +40,12 @@ mountpoint -q /var/lib/etcd || mount "$dev" /var/lib/etcd
 # restarted joins again as a new member, as it did before it had a disk of its own:
 # its old identity must not start beside the new one. The first control plane keeps
 # its data; without it `kubeadm init` would make a new, empty cluster.
-if [ -f /run/kubeadm/kubeadm-join-config.yaml ]; then
+if [ -n "$restore" ]; then
+	rm -rf /var/lib/etcd/member
+	mv "$restore/knest-etcd-restore/member" /var/lib/etcd/member
+	rm -rf "$restore"
+	echo "knest-etcd-disk: restored etcd's data from a snapshot"
+elif [ -f /run/kubeadm/kubeadm-join-config.yaml ]; then
 	rm -rf /var/lib/etcd/member
 fi
 echo "knest-etcd-disk: $dev on /var/lib/etcd: $(ls /var/lib/etcd | tr '\n' ' ')"

@@ -3,14 +3,19 @@
 package controller
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -58,6 +63,8 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fl.IntVar(&f.burst, "kube-api-burst", 100, "Burst of queries to the host API server")
 	fl.BoolVar(&f.LeaderElection, "leader-elect", false, "Elect a leader so several replicas can run with one active")
 	fl.StringVar(&f.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace)")
+	fl.StringVar(&f.ToolImage, "tool-image", "",
+		"The knest image that etcd backup and restore Jobs run (default: the image of the controller's own pod, found through POD_NAMESPACE and POD_NAME)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "Log format: text (knest's lines) or json (one object per line, for log collectors)")
 	return cmd
 }
@@ -81,6 +88,11 @@ func runE(cmd *cobra.Command, logger logr.Logger, f *flags) error {
 		return fmt.Errorf("failed to load the host cluster's kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = f.qps, f.burst
+	if f.ToolImage == "" {
+		if f.ToolImage, err = ownImage(cmd.Context(), cfg); err != nil {
+			return err
+		}
+	}
 	ctrl.SetLogger(logger)
 	// client-go (leader election, reflectors) logs through klog: the same sink.
 	klog.SetLogger(logger)
@@ -93,6 +105,32 @@ func runE(cmd *cobra.Command, logger logr.Logger, f *flags) error {
 	// releases its leader lease and returns.
 	return mgr.Start(cmd.Context())
 }
+
+// ownImage is the image of the pod the controller runs in: the knest image, whose
+// `knest etcd` commands backup Jobs run, without a second place to name it.
+func ownImage(ctx context.Context, cfg *rest.Config) (string, error) {
+	ns, name := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
+	if ns == "" || name == "" {
+		return "", errors.New("--tool-image is needed outside a pod (POD_NAMESPACE and POD_NAME are not set): the knest image that etcd backup Jobs run")
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	pod, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("failed to read the controller's own pod for its image (or set --tool-image): %w", err)
+	}
+	for _, c := range pod.Spec.Containers {
+		if c.Name == containerName {
+			return c.Image, nil
+		}
+	}
+	return "", fmt.Errorf("pod %s/%s has no container %q to take the knest image from: set --tool-image", ns, name, containerName)
+}
+
+// containerName is the controller's container in config/manager.
+const containerName = "controller"
 
 // newLogger returns the controller's logger for format: the CLI's own for text,
 // controller-runtime's zap encoder for json.

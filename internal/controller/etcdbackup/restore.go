@@ -1,0 +1,304 @@
+package etcdbackup
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/backup"
+	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/hosted"
+	"github.com/knest-dev/knest/pkg/vmtemplate"
+)
+
+// +kubebuilder:rbac:groups=controlplane.knest.dev,resources=hostedcontrolplanes,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get
+// +kubebuilder:rbac:groups=cluster.x-k8s.io,resources=machines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=bootstrap.cluster.x-k8s.io,resources=kubeadmconfigs,verbs=get;list;watch
+
+// Annotations of a control-plane VM being restored: the snapshot, and the peer
+// URL its member is restored with (its address when it was stopped).
+const (
+	vmRestoreAnnotation = "knest.dev/etcd-restore"
+	vmPeerAnnotation    = "knest.dev/etcd-restore-peer-url"
+)
+
+// poll is how often a restore looks at what it does not watch (a pod going, a VM
+// stopping).
+const poll = 3 * time.Second
+
+func restoring(nc *knestv1.NestedCluster) bool {
+	_, ok := nc.Annotations[knestv1.RestoreFromAnnotation]
+	return ok
+}
+
+// reconcileRestore takes the restore the annotation asks for one step further:
+// stop etcd (the hosted StatefulSet to zero, the VM halted), run the restore Job
+// on its volume, start etcd again. Each step is read back from the objects, so a
+// restart of the controller resumes where it was.
+func (r *Reconciler) reconcileRestore(ctx context.Context, nc *knestv1.NestedCluster, in backup.Input) (ctrl.Result, error) {
+	snap := nc.Annotations[knestv1.RestoreFromAnnotation]
+	st := &nc.Status.Backup
+	if st.Restore == nil || st.Restore.Snapshot != snap || st.Restore.Phase != knestv1.RestoreRunning {
+		// A new restore: nothing of an earlier one's Job may count for it.
+		if gone, err := r.deleteRestoreJob(ctx, nc); err != nil || !gone {
+			return ctrl.Result{RequeueAfter: poll}, err
+		}
+		st.Restore = &knestv1.RestoreStatus{Snapshot: snap, Phase: knestv1.RestoreRunning, StartedAt: ptr(metav1.NewTime(r.now()))}
+	}
+	if msg := refusal(nc, snap); msg != "" {
+		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed, msg)
+	}
+	if nc.Spec.ControlPlane.IsHosted() {
+		return r.restoreHosted(ctx, nc, in, snap)
+	}
+	return r.restoreVM(ctx, nc, in, snap)
+}
+
+// refusal says why a restore cannot be done at all; "" when it can.
+func refusal(nc *knestv1.NestedCluster, snap string) string {
+	st := nc.Status.Backup
+	switch {
+	case !backup.ValidSnapshotName(snap):
+		return fmt.Sprintf("%q is not a snapshot name (they look like 20261127T091500Z.db)", snap)
+	case !slices.Contains(st.Snapshots, snap):
+		return fmt.Sprintf("the backup volume has no snapshot %s; it has: %s", snap, listOrNone(st.Snapshots))
+	case nc.Spec.ControlPlane.Etcd.Ephemeral:
+		return "controlPlane.etcd.ephemeral: etcd has no volume to restore into"
+	case !nc.Spec.ControlPlane.IsHosted() && nc.Spec.ControlPlane.Replicas != 1:
+		return fmt.Sprintf("a VM control plane is restored with one node, and it has %d: scale controlPlane.replicas to 1, restore, then scale up again", nc.Spec.ControlPlane.Replicas)
+	}
+	return ""
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none yet"
+	}
+	if len(names) > 5 {
+		return "..., " + strings.Join(names[len(names)-5:], ", ")
+	}
+	return strings.Join(names, ", ")
+}
+
+func (r *Reconciler) restoreHosted(ctx context.Context, nc *knestv1.NestedCluster, in backup.Input, snap string) (ctrl.Result, error) {
+	hcp := &hcpv1.HostedControlPlane{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: nc.Namespace, Name: cluster.ControlPlaneName(nc.Name)}, hcp); err != nil {
+		return ctrl.Result{}, err
+	}
+	if _, stopped := hcp.Annotations[hcpv1.EtcdStoppedAnnotation]; !stopped {
+		p := client.MergeFrom(hcp.DeepCopy())
+		metav1.SetMetaDataAnnotation(&hcp.ObjectMeta, hcpv1.EtcdStoppedAnnotation, snap)
+		if err := r.Client.Patch(ctx, hcp, p); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	pod := &corev1.Pod{}
+	switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: nc.Namespace, Name: hosted.EtcdMemberName(nc.Name)}, pod); {
+	case err == nil:
+		nc.Status.Backup.Restore.Message = "Waiting for etcd's pod to stop"
+		return ctrl.Result{RequeueAfter: poll}, nil
+	case !apierrors.IsNotFound(err):
+		return ctrl.Result{}, err
+	}
+	target := backup.RestoreTarget{Claim: hosted.EtcdClaimName(nc.Name),
+		Member: backup.Member{Name: hosted.EtcdMemberName(nc.Name), PeerURL: hosted.EtcdPeerURL(nc.Name, nc.Namespace)}}
+	done, failure, err := r.runRestoreJob(ctx, nc, in.RestoreJob(snap, target))
+	if err != nil || !done {
+		return ctrl.Result{}, err
+	}
+	// etcd starts again on what the Job wrote.
+	p := client.MergeFrom(hcp.DeepCopy())
+	delete(hcp.Annotations, hcpv1.EtcdStoppedAnnotation)
+	if err := r.Client.Patch(ctx, hcp, p); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.finishJob(ctx, nc, failure)
+}
+
+func (r *Reconciler) restoreVM(ctx context.Context, nc *knestv1.NestedCluster, in backup.Input, snap string) (ctrl.Result, error) {
+	vms := &kubevirtv1.VirtualMachineList{}
+	if err := r.Client.List(ctx, vms, client.InNamespace(nc.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: nc.Name, "cluster.x-k8s.io/role": "control-plane"}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(vms.Items) != 1 {
+		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed,
+			fmt.Sprintf("a VM control plane is restored with one VM, and %d exist: wait for the control plane's rollout to end", len(vms.Items)))
+	}
+	vm := &vms.Items[0]
+	if !vmtemplate.HasEtcdDisk(vm) {
+		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed,
+			fmt.Sprintf("VM %s keeps etcd on its root disk (made before etcd had a disk of its own): there is no volume to restore into", vm.Name))
+	}
+	if vm.Annotations[vmRestoreAnnotation] != snap {
+		if joined, err := r.joined(ctx, nc, vm.Name); err != nil || joined {
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed, fmt.Sprintf("the control-plane machine of VM %s joined the cluster "+
+				"(it replaced the first one in a rollout), and knest restores only a first control plane, which kubeadm initialized", vm.Name))
+		}
+		peer := "https://127.0.0.1:2380"
+		vmi := &kubevirtv1.VirtualMachineInstance{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err == nil && len(vmi.Status.Interfaces) > 0 && vmi.Status.Interfaces[0].IP != "" {
+			peer = "https://" + vmi.Status.Interfaces[0].IP + ":2380"
+		}
+		metav1.SetMetaDataAnnotation(&vm.ObjectMeta, vmRestoreAnnotation, snap)
+		metav1.SetMetaDataAnnotation(&vm.ObjectMeta, vmPeerAnnotation, peer)
+		vm.Spec.RunStrategy = ptr(kubevirtv1.RunStrategyHalted)
+		vm.Spec.Running = nil
+		if err := r.Client.Update(ctx, vm); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: time.Second}, nil
+			}
+			return ctrl.Result{}, err
+		}
+		nc.Status.Backup.Restore.Message = fmt.Sprintf("Stopping VM %s", vm.Name)
+		return ctrl.Result{RequeueAfter: poll}, nil
+	}
+	// The disk is written only once qemu is gone with its pod.
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(nc.Namespace), client.MatchingLabels{"vm.kubevirt.io/name": vm.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(pods.Items) > 0 {
+		nc.Status.Backup.Restore.Message = fmt.Sprintf("Waiting for VM %s to stop", vm.Name)
+		return ctrl.Result{RequeueAfter: poll}, nil
+	}
+	target := backup.RestoreTarget{Claim: vmtemplate.EtcdDiskClaimName(vm.Name), VM: true,
+		Member: backup.Member{Name: vm.Name, PeerURL: vm.Annotations[vmPeerAnnotation]}}
+	done, failure, err := r.runRestoreJob(ctx, nc, in.RestoreJob(snap, target))
+	if err != nil || !done {
+		return ctrl.Result{}, err
+	}
+	// The VM boots; its knest-etcd-disk script puts the data on a new file system
+	// and kubeadm init renders the control plane around it.
+	delete(vm.Annotations, vmRestoreAnnotation)
+	delete(vm.Annotations, vmPeerAnnotation)
+	vm.Spec.RunStrategy = ptr(kubevirtv1.RunStrategyAlways)
+	if err := r.Client.Update(ctx, vm); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.finishJob(ctx, nc, failure)
+}
+
+// joined tells whether the VM's machine joined the cluster rather than
+// initializing it (its KubeadmConfig, as KubeadmControlPlane made it).
+func (r *Reconciler) joined(ctx context.Context, nc *knestv1.NestedCluster, vm string) (bool, error) {
+	machines := &clusterv1.MachineList{}
+	if err := r.Client.List(ctx, machines, client.InNamespace(nc.Namespace),
+		client.MatchingLabels{clusterv1.ClusterNameLabel: nc.Name}, client.HasLabels{clusterv1.MachineControlPlaneLabel}); err != nil {
+		return false, err
+	}
+	for _, m := range machines.Items {
+		if m.Spec.InfrastructureRef.Name != vm {
+			continue
+		}
+		cfg := &bootstrapv1.KubeadmConfig{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: nc.Namespace, Name: m.Spec.Bootstrap.ConfigRef.Name}, cfg); err != nil {
+			return false, err
+		}
+		return cfg.Spec.JoinConfiguration.IsDefined(), nil
+	}
+	return false, fmt.Errorf("no control-plane Machine of cluster %s has VM %s", nc.Name, vm)
+}
+
+// runRestoreJob creates the restore Job once and tells when it has ended, with
+// its failure ("" when it succeeded).
+func (r *Reconciler) runRestoreJob(ctx context.Context, nc *knestv1.NestedCluster, job *batchv1.Job) (done bool, failure string, err error) {
+	current := &batchv1.Job{}
+	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(job), current); {
+	case apierrors.IsNotFound(err):
+		if err := r.apply(ctx, nc, job); err != nil {
+			return false, "", err
+		}
+		nc.Status.Backup.Restore.Message = fmt.Sprintf("Restoring with Job %s", job.Name)
+		return false, "", nil
+	case err != nil:
+		return false, "", err
+	}
+	for _, c := range current.Status.Conditions {
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		switch c.Type {
+		case batchv1.JobComplete:
+			return true, "", nil
+		case batchv1.JobFailed:
+			return true, r.restoreFailure(ctx, nc, c.Message), nil
+		}
+	}
+	return false, "", nil
+}
+
+// restoreFailure is the restore pods' last words, or the Job's.
+func (r *Reconciler) restoreFailure(ctx context.Context, nc *knestv1.NestedCluster, jobMessage string) string {
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(nc.Namespace), client.MatchingLabels(backup.Selector(nc.Name, backup.ComponentRestore))); err == nil {
+		for i := range pods.Items {
+			if t := terminated(&pods.Items[i], "restore"); t != nil && t.ExitCode != 0 {
+				return failureMessage(t)
+			}
+		}
+	}
+	if jobMessage == "" {
+		return "the restore Job failed"
+	}
+	return jobMessage
+}
+
+func (r *Reconciler) finishJob(ctx context.Context, nc *knestv1.NestedCluster, failure string) error {
+	if failure != "" {
+		return r.finish(ctx, nc, knestv1.RestoreFailed, "etcd started again on its old data: "+failure)
+	}
+	return r.finish(ctx, nc, knestv1.RestoreSucceeded, "")
+}
+
+// finish records the restore's end, removes its Job and the annotation that
+// asked for it.
+func (r *Reconciler) finish(ctx context.Context, nc *knestv1.NestedCluster, phase knestv1.RestorePhase, msg string) error {
+	if _, err := r.deleteRestoreJob(ctx, nc); err != nil {
+		return err
+	}
+	st := nc.Status.Backup.Restore
+	st.Phase, st.Message, st.FinishedAt = phase, truncate(msg, 1024), ptr(metav1.NewTime(r.now()))
+	delete(nc.Annotations, knestv1.RestoreFromAnnotation)
+	return nil
+}
+
+// deleteRestoreJob deletes the cluster's restore Job, with its pods; true once
+// it is gone.
+func (r *Reconciler) deleteRestoreJob(ctx context.Context, nc *knestv1.NestedCluster) (bool, error) {
+	job := &batchv1.Job{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: nc.Namespace, Name: backup.RestoreJobName(nc.Name)}, job); {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, err
+	}
+	if job.DeletionTimestamp.IsZero() {
+		if err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
+			return false, err
+		}
+	}
+	return false, nil
+}
