@@ -3,8 +3,6 @@ package etcdbackup
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -61,39 +59,13 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, nc *knestv1.NestedClu
 		}
 		st.Restore = &knestv1.RestoreStatus{Snapshot: snap, Phase: knestv1.RestoreRunning, StartedAt: ptr(metav1.NewTime(r.now()))}
 	}
-	if msg := refusal(nc, snap); msg != "" {
+	if msg := backup.Refusal(nc, snap); msg != "" {
 		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed, msg)
 	}
 	if nc.Spec.ControlPlane.IsHosted() {
 		return r.restoreHosted(ctx, nc, in, snap)
 	}
 	return r.restoreVM(ctx, nc, in, snap)
-}
-
-// refusal says why a restore cannot be done at all; "" when it can.
-func refusal(nc *knestv1.NestedCluster, snap string) string {
-	st := nc.Status.Backup
-	switch {
-	case !backup.ValidSnapshotName(snap):
-		return fmt.Sprintf("%q is not a snapshot name (they look like 20261127T091500Z.db)", snap)
-	case !slices.Contains(st.Snapshots, snap):
-		return fmt.Sprintf("the backup volume has no snapshot %s; it has: %s", snap, listOrNone(st.Snapshots))
-	case nc.Spec.ControlPlane.Etcd.Ephemeral:
-		return "controlPlane.etcd.ephemeral: etcd has no volume to restore into"
-	case !nc.Spec.ControlPlane.IsHosted() && nc.Spec.ControlPlane.Replicas != 1:
-		return fmt.Sprintf("a VM control plane is restored with one node, and it has %d: scale controlPlane.replicas to 1, restore, then scale up again", nc.Spec.ControlPlane.Replicas)
-	}
-	return ""
-}
-
-func listOrNone(names []string) string {
-	if len(names) == 0 {
-		return "none yet"
-	}
-	if len(names) > 5 {
-		return "..., " + strings.Join(names[len(names)-5:], ", ")
-	}
-	return strings.Join(names, ", ")
 }
 
 func (r *Reconciler) restoreHosted(ctx context.Context, nc *knestv1.NestedCluster, in backup.Input, snap string) (ctrl.Result, error) {

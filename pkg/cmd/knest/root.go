@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/knest-dev/knest/pkg/cmd/knest/backup"
 	"github.com/knest-dev/knest/pkg/cmd/knest/controller"
 	"github.com/knest-dev/knest/pkg/cmd/knest/create"
 	"github.com/knest-dev/knest/pkg/cmd/knest/delete"
@@ -17,6 +18,7 @@ import (
 	"github.com/knest-dev/knest/pkg/cmd/knest/internal/cmdutil"
 	"github.com/knest-dev/knest/pkg/cmd/knest/kubeconfig"
 	"github.com/knest-dev/knest/pkg/cmd/knest/list"
+	"github.com/knest-dev/knest/pkg/cmd/knest/restore"
 	"github.com/knest-dev/knest/pkg/cmd/knest/scale"
 	"github.com/knest-dev/knest/pkg/cmd/knest/upgrade"
 	"github.com/knest-dev/knest/pkg/cmd/knest/version"
@@ -62,6 +64,8 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	cmd.AddCommand(list.NewCommand(logger, streams))
 	cmd.AddCommand(get.NewCommand(logger, streams))
 	cmd.AddCommand(kubeconfig.NewCommand(logger, streams))
+	cmd.AddCommand(backup.NewCommand(logger, streams))
+	cmd.AddCommand(restore.NewCommand(logger, streams))
 	cmd.AddCommand(version.NewCommand(logger, streams))
 	cmd.AddCommand(controller.NewCommand(logger, streams))
 	cmd.AddCommand(etcd.NewCommand())
