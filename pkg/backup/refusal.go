@@ -34,4 +34,3 @@ func listOrNone(names []string) string {
 	}
 	return strings.Join(names, ", ")
 }
-

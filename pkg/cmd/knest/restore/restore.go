@@ -30,7 +30,7 @@ func NewCommand(logger logr.Logger, _ genericiooptions.IOStreams) *cobra.Command
 			"a Job writes the snapshot onto its volume, and it starts again: every object written\n" +
 			"after the snapshot is lost. Worker nodes keep running and report again. A VM control\n" +
 			"plane is restored with one node: scale it to 1 first.",
-		Example: `  knest restore demo --from 20261127T091500Z.db`,
+		Example:           `  knest restore demo --from 20261127T091500Z.db`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: cmdutil.CompleteClusterNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
