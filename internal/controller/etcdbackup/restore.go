@@ -53,7 +53,16 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, nc *knestv1.NestedClu
 	snap := nc.Annotations[knestv1.RestoreFromAnnotation]
 	st := &nc.Status.Backup
 	if st.Restore == nil || st.Restore.Snapshot != snap || st.Restore.Phase != knestv1.RestoreRunning {
-		// A new restore: nothing of an earlier one's Job may count for it.
+		// A new restore, unless the cache is behind this controller's own write
+		// that ended one (the annotation removed): read the object itself.
+		live := &knestv1.NestedCluster{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(nc), live); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if live.ResourceVersion != nc.ResourceVersion {
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+		// Nothing of an earlier restore's Job may count for this one.
 		if gone, err := r.deleteRestoreJob(ctx, nc); err != nil || !gone {
 			return ctrl.Result{RequeueAfter: poll}, err
 		}
