@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +31,10 @@ const (
 	// defaults (markers on MachineSpec) say the same.
 	DefaultCPU    = 2
 	DefaultMemory = "4Gi"
+	// DefaultBackupInterval and DefaultBackupKeep schedule a snapshot an hour and
+	// keep a day of them; the CRD's defaults (markers on BackupSpec) say the same.
+	DefaultBackupInterval = time.Hour
+	DefaultBackupKeep     = 24
 
 	// MinVersion and MaxVersion bound the tenant Kubernetes minors Cluster API v1.13
 	// supports for workload clusters (its book's version table); the CRD's version
@@ -202,7 +208,7 @@ type NestedClusterSpec struct {
 type BackupSpec struct {
 	// interval between scheduled snapshots, at least 5m, e.g. 1h or 24h; 0s takes
 	// none on a schedule (`knest backup` still takes one).
-	// +kubebuilder:default="1h"
+	// +kubebuilder:default="1h0m0s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('5m')",message="backup.interval must be 0s (no schedule) or at least 5m, e.g. 1h"
 	// +optional
 	Interval *metav1.Duration `json:"interval,omitempty"`

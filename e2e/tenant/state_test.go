@@ -5,12 +5,14 @@ package tenant_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
@@ -177,4 +179,52 @@ func expectControlPlaneSurvivesQemuKill(t *testing.T, key client.ObjectKey, node
 	expectNodesReady(t, tc, nodes)
 	s.timeline.add(step, fmt.Sprintf("all nodes Ready (%d)", nodes), time.Since(start))
 	expectTenantStateKept(t, key, tc)
+}
+
+// expectBackupRestore takes a snapshot with `knest backup`, changes the tenant
+// (the object written before deleted, another written), and brings it back with
+// `knest restore`: the object is there again, the later one is not, the nodes are
+// Ready and status knows the tenant as the same cluster.
+func expectBackupRestore(t *testing.T, key client.ObjectKey, tc tenant, nodes int) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	const step = "backup and restore"
+	expectTenantStateKept(t, key, tc)
+	cm := writeStateMarker(t, tc, "before the backup")
+	start := time.Now()
+	out, err := knestCmd(t, ctx, "backup", key.Name, "-n", key.Namespace)
+	g.Expect(err).NotTo(HaveOccurred(), "knest backup")
+	snap := strings.TrimSpace(out)
+	s.timeline.add(step, "knest backup returned "+snap, time.Since(start))
+	nc := &knestv1.NestedCluster{}
+	g.Expect(s.host.Get(ctx, key, nc)).To(Succeed())
+	g.Expect(nc.Status.Backup.LastSnapshot).NotTo(BeNil())
+	g.Expect(nc.Status.Backup.LastSnapshot.Name).To(Equal(snap))
+	g.Expect(nc.Status.Backup.Snapshots).To(ContainElement(snap))
+
+	later := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "knest-e2e-after-backup", Namespace: "default"}}
+	g.Eventually(func() error {
+		return client.IgnoreAlreadyExists(tc.Create(ctx, later.DeepCopy()))
+	}, tenantTimeout, poll).Should(Succeed())
+	g.Eventually(func() error {
+		return client.IgnoreNotFound(tc.Delete(ctx, cm.DeepCopy()))
+	}, tenantTimeout, poll).Should(Succeed())
+
+	start = time.Now()
+	_, err = knestCmd(t, ctx, "restore", key.Name, "-n", key.Namespace, "--from", snap, "--timeout", createTimeout.String())
+	g.Expect(err).NotTo(HaveOccurred(), "knest restore")
+	s.timeline.add(step, "knest restore returned (Ready)", time.Since(start))
+	s.timeline.add(step, "the object is back", expectStateMarker(t, tc, cm, start))
+	g.Eventually(func(g Gomega) {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		err := tc.Get(ctx, client.ObjectKeyFromObject(later), &corev1.ConfigMap{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the object written after the snapshot: %v", err)
+	}, tenantTimeout, 2*time.Second).Should(Succeed())
+	expectNodesReady(t, tc, nodes)
+	s.timeline.add(step, fmt.Sprintf("all nodes Ready (%d)", nodes), time.Since(start))
+	expectTenantStateKept(t, key, tc)
+	g.Expect(s.host.Get(ctx, key, nc)).To(Succeed())
+	g.Expect(nc.Status.Backup.Restore).NotTo(BeNil())
+	g.Expect(nc.Status.Backup.Restore.Phase).To(Equal(knestv1.RestoreSucceeded))
 }

@@ -114,6 +114,9 @@ func TestTenantCluster(t *testing.T) {
 	t.Run("control-plane qemu killed: the tenant keeps its objects", func(t *testing.T) {
 		expectControlPlaneSurvivesQemuKill(t, alpha, workers+1)
 	})
+	t.Run("backup, objects changed, restore: the tenant is back at the snapshot", func(t *testing.T) {
+		expectBackupRestore(t, alpha, tenantClient(t, alpha), workers+1)
+	})
 
 	if full {
 		// A third VM next to a running cluster: the way a pool usually grows.

@@ -49,14 +49,8 @@ func Selector(cluster, component string) map[string]string {
 	return map[string]string{clusterv1.ClusterNameLabel: cluster, ComponentLabel: component}
 }
 
-// DefaultSize of the backup volume, DefaultKeep snapshots and DefaultInterval
-// between them, when the spec gives none.
+// DefaultSize of the backup volume when the spec gives none.
 var DefaultSize = resource.MustParse("4Gi")
-
-const (
-	DefaultKeep     = 24
-	DefaultInterval = time.Hour
-)
 
 // Paths inside backup and restore pods.
 const (
@@ -132,12 +126,12 @@ func (in Input) Service() *corev1.Service {
 // Schedule is the CronJob schedule for an interval (robfig/cron's @every, which
 // the CronJob controller parses), and whether it is suspended (0: no schedule).
 func Schedule(b knestv1.BackupSpec) (string, bool) {
-	d := DefaultInterval
+	d := knestv1.DefaultBackupInterval
 	if b.Interval != nil {
 		d = b.Interval.Duration
 	}
 	if d == 0 {
-		return "@every " + DefaultInterval.String(), true
+		return "@every " + knestv1.DefaultBackupInterval.String(), true
 	}
 	return "@every " + d.String(), false
 }
@@ -146,7 +140,7 @@ func keep(b knestv1.BackupSpec) int32 {
 	if b.Keep > 0 {
 		return b.Keep
 	}
-	return DefaultKeep
+	return knestv1.DefaultBackupKeep
 }
 
 // nonRoot is the pod security of backup pods: the knest image's uid, the volume's

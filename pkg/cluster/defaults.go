@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 )
@@ -29,6 +30,12 @@ func Default(nc *knestv1.NestedCluster) {
 	setIfEmpty(&s.Network.DNSDomain, knestv1.DefaultDNSDomain)
 	setIfEmpty(&s.Network.CNI, knestv1.CNIFlannel)
 	setIfEmpty(&s.APIServer.ServiceType, knestv1.ServiceTypeClusterIP)
+	if s.Backup.Interval == nil {
+		s.Backup.Interval = &metav1.Duration{Duration: knestv1.DefaultBackupInterval}
+	}
+	if s.Backup.Keep == 0 {
+		s.Backup.Keep = knestv1.DefaultBackupKeep
+	}
 }
 
 func defaultMachine(m *knestv1.MachineSpec) {

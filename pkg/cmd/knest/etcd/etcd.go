@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/backup"
 )
 
@@ -65,7 +66,7 @@ func newSnapshot() *cobra.Command {
 	cmd.Flags().StringVar(&endpoint, "endpoint", "", "etcd client URL")
 	cmd.Flags().StringVar(&certs, "certs", "", "directory with ca.crt, tls.crt and tls.key")
 	cmd.Flags().StringVar(&dir, "dir", "", "directory of the snapshots")
-	cmd.Flags().IntVar(&keep, "keep", backup.DefaultKeep, "snapshots to keep")
+	cmd.Flags().IntVar(&keep, "keep", knestv1.DefaultBackupKeep, "snapshots to keep")
 	for _, f := range []string{"endpoint", "certs", "dir"} {
 		_ = cmd.MarkFlagRequired(f)
 	}
