@@ -46,6 +46,10 @@ type Result struct {
 	SizeBytes int64     `json:"sizeBytes"`
 	// Snapshots on the volume after pruning, oldest first.
 	Snapshots []string `json:"snapshots"`
+	// Defragmented are the members defragmented after the snapshot.
+	Defragmented []Defragmented `json:"defragmented,omitempty"`
+	// DefragError is why defragmenting failed; the snapshot stands.
+	DefragError string `json:"defragError,omitempty"`
 }
 
 // Message is r as a termination message; kubelet keeps 4096 bytes of it, so the
@@ -252,4 +256,63 @@ func writeTar(w io.Writer, dir string) error {
 		return err
 	}
 	return tw.Close()
+}
+
+// Defragmentation thresholds: a member whose database file holds at least this much
+// free space, and at least half its size, is defragmented. kube-apiserver compacts
+// every 5 minutes, which frees pages but never shrinks the file; without this the
+// file only grows towards the quota.
+const (
+	defragMinFree     = 64 << 20
+	defragMinFreePart = 0.5
+)
+
+// Defragmented is what Defragment did to one member.
+type Defragmented struct {
+	Member      string `json:"member"`
+	BeforeBytes int64  `json:"beforeBytes"`
+	AfterBytes  int64  `json:"afterBytes"`
+}
+
+// Defragment defragments, one at a time, the members whose database is mostly
+// free pages, reaching each at its own client URL (a defragmentation holds that
+// member's writes, so the others keep quorum). It returns what it did.
+func Defragment(ctx context.Context, lg *zap.Logger, endpoints []string, tlsConfig *tls.Config) ([]Defragmented, error) {
+	return defragment(ctx, lg, endpoints, tlsConfig, defragMinFree, defragMinFreePart)
+}
+
+func defragment(ctx context.Context, lg *zap.Logger, endpoints []string, tlsConfig *tls.Config, minFree int64, minFreePart float64) ([]Defragmented, error) {
+	c, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: tlsConfig, DialTimeout: 30 * time.Second, Logger: lg})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	members, err := c.MemberList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("failed to list etcd's members: %w", err)
+	}
+	var done []Defragmented
+	for _, m := range members.Members {
+		if len(m.ClientURLs) == 0 {
+			continue // a learner not started yet
+		}
+		url := m.ClientURLs[0]
+		st, err := c.Status(ctx, url)
+		if err != nil {
+			return done, fmt.Errorf("failed to read member %s's status: %w", m.Name, err)
+		}
+		free := st.DbSize - st.DbSizeInUse
+		if free < minFree || float64(free) < minFreePart*float64(st.DbSize) {
+			continue
+		}
+		if _, err := c.Defragment(ctx, url); err != nil {
+			return done, fmt.Errorf("failed to defragment member %s: %w", m.Name, err)
+		}
+		after, err := c.Status(ctx, url)
+		if err != nil {
+			return done, err
+		}
+		done = append(done, Defragmented{Member: m.Name, BeforeBytes: st.DbSize, AfterBytes: after.DbSize})
+	}
+	return done, nil
 }

@@ -193,3 +193,32 @@ func TestWriteDiskImageLeavesATarTheGuestFindsAtTheDisksSize(t *testing.T) {
 	}
 	g.Expect(WriteDiskImage(data, filepath.Join(t.TempDir(), "missing.img"))).To(MatchError(ContainSubstring("no image")))
 }
+
+func TestDefragmentGivesFreePagesBackOnlyPastTheThreshold(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c, stop := startEtcd(t, t.TempDir(), "a", freeURL(t))
+	defer stop()
+	value := strings.Repeat("x", 64<<10)
+	var rev int64
+	for i := range 64 { // 4 MiB, then deleted and compacted: free pages in the file
+		resp, err := c.Put(ctx, fmt.Sprintf("/registry/secrets/default/s-%d", i), value)
+		g.Expect(err).NotTo(HaveOccurred())
+		rev = resp.Header.Revision
+	}
+	del, err := c.Delete(ctx, "/registry/secrets/", clientv3.WithPrefix())
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = c.Compact(ctx, del.Header.Revision, clientv3.WithCompactPhysical())
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rev).To(BeNumerically(">", 0))
+
+	done, err := defragment(ctx, zap.NewNop(), c.Endpoints(), nil, 1<<30, 0.5)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(done).To(BeEmpty(), "below the threshold nothing is touched")
+
+	done, err = defragment(ctx, zap.NewNop(), c.Endpoints(), nil, 1<<20, 0.5)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(done).To(HaveLen(1))
+	g.Expect(done[0].Member).To(Equal("a"))
+	g.Expect(done[0].AfterBytes).To(BeNumerically("<", done[0].BeforeBytes/2))
+}

@@ -200,6 +200,8 @@ func (in Input) CronJob() *batchv1.CronJob {
 									Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 								},
 								SecurityContext: restricted(),
+								// A failure's last words become the message status shows.
+								TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 								VolumeMounts: []corev1.VolumeMount{
 									{Name: "certs", MountPath: certsDir, ReadOnly: true},
 									{Name: "backups", MountPath: backupsDir},
@@ -282,9 +284,10 @@ func (in Input) RestoreJob(snapshot string, target RestoreTarget) *batchv1.Job {
 					},
 					Containers: []corev1.Container{{
 						Name: "restore", Image: in.Image, ImagePullPolicy: corev1.PullIfNotPresent,
-						Args:            args,
-						Resources:       corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
-						SecurityContext: sc,
+						Args:                     args,
+						Resources:                corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
+						SecurityContext:          sc,
+						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 						VolumeMounts:    mounts,
 					}},
 					Volumes: volumes,

@@ -54,6 +54,11 @@ func newSnapshot() *cobra.Command {
 			if r.Snapshots, err = backup.Prune(dir, keep); err != nil {
 				return fmt.Errorf("took %s, but failed to remove old snapshots: %w", r.Name, err)
 			}
+			// With a fresh snapshot in hand, the moment to give free pages back; a
+			// failure there does not undo the snapshot.
+			if r.Defragmented, err = backup.Defragment(cmd.Context(), zap.NewNop(), []string{endpoint}, tlsConfig); err != nil {
+				r.DefragError = err.Error()
+			}
 			msg := r.Message()
 			fmt.Fprintln(cmd.OutOrStdout(), msg)
 			// Outside a pod there is no termination log; the line above is the result.
