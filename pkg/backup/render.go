@@ -288,7 +288,7 @@ func (in Input) RestoreJob(snapshot string, target RestoreTarget) *batchv1.Job {
 						Resources:                corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
 						SecurityContext:          sc,
 						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						VolumeMounts:    mounts,
+						VolumeMounts:             mounts,
 					}},
 					Volumes: volumes,
 				},
