@@ -118,7 +118,7 @@ func (c *Client) Restore(ctx context.Context, key client.ObjectKey, snapshot str
 		return waitError(err, fmt.Sprintf("the restore of cluster %s", key.Name), timeout)
 	}
 	status.Success(fmt.Sprintf("cluster %s restored from %s; its control plane starts on the restored data", key.Name, snapshot))
-	return c.Wait(ctx, key, WaitWithTimeout(max(timeout-time.Since(started), time.Minute)))
+	return c.Wait(ctx, key, WaitWithTimeout(max(timeout-time.Since(started), time.Minute).Round(time.Second)))
 }
 
 func orDefault(s, def string) string {

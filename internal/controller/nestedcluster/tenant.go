@@ -130,10 +130,19 @@ func setTenantStateCondition(nc *knestv1.NestedCluster, s *scope) {
 	case s.stateLost():
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.StateLostReason
 		cond.Message = fmt.Sprintf("The control plane came back without the tenant's state: its kube-system namespace is %s, not %s. "+
-			"Its objects are gone and nodes cannot rejoin: restore a snapshot of its etcd, or delete and re-create it (docs/reference.md#what-survives-what)",
-			s.tenant.id, nc.Status.TenantID)
+			"Its objects are gone and nodes cannot rejoin: %s, or delete and re-create it (docs/reference.md#what-survives-what)",
+			s.tenant.id, nc.Status.TenantID, restoreAdvice(nc))
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, knestv1.StateKeptReason
 	}
 	conditions.Set(nc, cond)
+}
+
+// restoreAdvice is the command that brings a blank tenant back, when a snapshot
+// exists.
+func restoreAdvice(nc *knestv1.NestedCluster) string {
+	if s := nc.Status.Backup.LastSnapshot; s != nil {
+		return fmt.Sprintf("restore its last snapshot (knest restore %s -n %s --from %s)", nc.Name, nc.Namespace, s.Name)
+	}
+	return "restore a snapshot of its etcd (none taken yet)"
 }

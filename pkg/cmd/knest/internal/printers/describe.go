@@ -90,6 +90,10 @@ func Describe(w io.Writer, nc *knestv1.NestedCluster, now time.Time) error {
 	} else {
 		field("Kubeconfig", "not yet available")
 	}
+	field("Backups", "%s", backups(nc, now))
+	if r := st.Backup.Restore; r != nil {
+		field("Restore", "%s from %s%s", r.Phase, r.Snapshot, prefixed(": ", r.Message))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -106,6 +110,43 @@ func Describe(w io.Writer, nc *knestv1.NestedCluster, now time.Time) error {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, orNone(c.Reason), Age(c.LastTransitionTime.Time, now), oneLine(c.Message))
 	}
 	return tw.Flush()
+}
+
+// backups says how the schedule runs and which snapshot is the last.
+func backups(nc *knestv1.NestedCluster, now time.Time) string {
+	b, st := nc.Spec.Backup, nc.Status.Backup
+	schedule := "none scheduled"
+	if b.Interval == nil || b.Interval.Duration > 0 {
+		every := knestv1.DefaultBackupInterval
+		if b.Interval != nil {
+			every = b.Interval.Duration
+		}
+		schedule = fmt.Sprintf("every %s, keeping %d", shortDuration(every), max(b.Keep, 1))
+	}
+	last := "no snapshot yet"
+	if s := st.LastSnapshot; s != nil {
+		last = fmt.Sprintf("last %s (%s ago, %d on the volume)", s.Name, Age(s.TakenAt.Time, now), len(st.Snapshots))
+	}
+	return schedule + "; " + last + prefixed("; last failure: ", oneLine(st.LastFailure))
+}
+
+// shortDuration drops the zero minutes and seconds Duration.String prints (1h0m0s).
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
+func prefixed(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
 }
 
 // VersionNotes says in words where versions differ: a control plane or pool whose

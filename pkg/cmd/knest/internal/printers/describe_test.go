@@ -2,8 +2,10 @@ package printers
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
@@ -61,4 +63,22 @@ func TestVersionNotes(t *testing.T) {
 	g.Expect(arrow("", "v1.35.4")).To(Equal("v1.35.4"))
 	g.Expect(arrow("v1.35.4", "v1.35.4")).To(Equal("v1.35.4"))
 	g.Expect(arrow("", "")).To(Equal("<none>"))
+}
+
+func TestBackupsLine(t *testing.T) {
+	g := NewWithT(t)
+	now := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	nc := &knestv1.NestedCluster{Spec: knestv1.NestedClusterSpec{Backup: knestv1.BackupSpec{Interval: &metav1.Duration{Duration: time.Hour}, Keep: 24}}}
+	g.Expect(backups(nc, now)).To(Equal("every 1h, keeping 24; no snapshot yet"))
+	nc.Status.Backup = knestv1.BackupStatus{
+		LastSnapshot: &knestv1.Snapshot{Name: "20261127T091500Z.db", TakenAt: metav1.NewTime(now.Add(-45 * time.Minute))},
+		Snapshots:    []string{"20261127T081500Z.db", "20261127T091500Z.db"},
+		LastFailure:  "context deadline exceeded",
+	}
+	g.Expect(backups(nc, now)).To(Equal("every 1h, keeping 24; last 20261127T091500Z.db (45m ago, 2 on the volume); last failure: context deadline exceeded"))
+	nc.Spec.Backup.Interval = &metav1.Duration{}
+	g.Expect(backups(nc, now)).To(HavePrefix("none scheduled; last"))
+	for d, want := range map[time.Duration]string{90 * time.Second: "1m30s", 30 * time.Minute: "30m", 90 * time.Minute: "1h30m", 24 * time.Hour: "24h"} {
+		g.Expect(shortDuration(d)).To(Equal(want))
+	}
 }
