@@ -181,41 +181,48 @@ func (in Input) CronJob() *batchv1.CronJob {
 			FailedJobsHistoryLimit:     ptr.To[int32](3),
 			JobTemplate: batchv1.JobTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: Selector(c, ComponentBackup)},
-				Spec: batchv1.JobSpec{
-					BackoffLimit:          ptr.To[int32](2),
-					ActiveDeadlineSeconds: ptr.To[int64](900),
-					Template: corev1.PodTemplateSpec{
-						ObjectMeta: metav1.ObjectMeta{Labels: Selector(c, ComponentBackup)},
-						Spec: corev1.PodSpec{
-							RestartPolicy:                corev1.RestartPolicyNever,
-							AutomountServiceAccountToken: ptr.To(false),
-							EnableServiceLinks:           ptr.To(false),
-							SecurityContext:              nonRoot(),
-							Containers: []corev1.Container{{
-								Name: "snapshot", Image: in.Image, ImagePullPolicy: corev1.PullIfNotPresent,
-								Args: []string{"etcd", "snapshot", "--endpoint=" + endpoint(c, ns), "--certs=" + certsDir,
-									"--dir=" + backupsDir, "--keep=" + strconv.Itoa(int(keep(in.NC.Spec.Backup)))},
-								Resources: corev1.ResourceRequirements{
-									Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-									Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-								},
-								SecurityContext: restricted(),
-								// A failure's last words become the message status shows.
-								TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-								VolumeMounts: []corev1.VolumeMount{
-									{Name: "certs", MountPath: certsDir, ReadOnly: true},
-									{Name: "backups", MountPath: backupsDir},
-								},
-							}},
-							Volumes: []corev1.Volume{
-								{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-									SecretName: ClientCertName(c), DefaultMode: ptr.To[int32](0o440),
-								}}},
-								claimVolume("backups", ClaimName(c)),
-							},
-						},
+				Spec: in.jobSpec(ComponentBackup, 900, nonRoot(), corev1.Container{
+					Name: "snapshot",
+					Args: []string{"etcd", "snapshot", "--endpoint=" + endpoint(c, ns), "--certs=" + certsDir,
+						"--dir=" + backupsDir, "--keep=" + strconv.Itoa(int(keep(in.NC.Spec.Backup)))},
+					Resources: corev1.ResourceRequirements{
+						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+						Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 					},
-				},
+					SecurityContext: restricted(),
+					VolumeMounts: []corev1.VolumeMount{
+						{Name: "certs", MountPath: certsDir, ReadOnly: true},
+						{Name: "backups", MountPath: backupsDir},
+					},
+				}, []corev1.Volume{
+					{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+						SecretName: ClientCertName(c), DefaultMode: ptr.To[int32](0o440),
+					}}},
+					claimVolume("backups", ClaimName(c)),
+				}),
+			},
+		},
+	}
+}
+
+// jobSpec is a backup or restore Job's: one pod, one container of the knest
+// image, no service account token, tried thrice at most.
+func (in Input) jobSpec(component string, deadlineSeconds int64, podSecurity *corev1.PodSecurityContext, c corev1.Container, volumes []corev1.Volume) batchv1.JobSpec {
+	c.Image, c.ImagePullPolicy = in.Image, corev1.PullIfNotPresent
+	// A failure's last words become the message status shows.
+	c.TerminationMessagePolicy = corev1.TerminationMessageFallbackToLogsOnError
+	return batchv1.JobSpec{
+		BackoffLimit:          ptr.To[int32](2),
+		ActiveDeadlineSeconds: ptr.To(deadlineSeconds),
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: Selector(in.NC.Name, component)},
+			Spec: corev1.PodSpec{
+				RestartPolicy:                corev1.RestartPolicyNever,
+				AutomountServiceAccountToken: ptr.To(false),
+				EnableServiceLinks:           ptr.To(false),
+				SecurityContext:              podSecurity,
+				Containers:                   []corev1.Container{c},
+				Volumes:                      volumes,
 			},
 		},
 	}
@@ -270,30 +277,15 @@ func (in Input) RestoreJob(snapshot string, target RestoreTarget) *batchv1.Job {
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: in.meta(RestoreJobName(c), ComponentRestore),
-		Spec: batchv1.JobSpec{
-			BackoffLimit:          ptr.To[int32](2),
-			ActiveDeadlineSeconds: ptr.To[int64](1800),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: Selector(c, ComponentRestore)},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyNever,
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsUser: ptr.To[int64](0), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Containers: []corev1.Container{{
-						Name: "restore", Image: in.Image, ImagePullPolicy: corev1.PullIfNotPresent,
-						Args:                     args,
-						Resources:                corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
-						SecurityContext:          sc,
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-						VolumeMounts:             mounts,
-					}},
-					Volumes: volumes,
-				},
-			},
-		},
+		Spec: in.jobSpec(ComponentRestore, 1800, &corev1.PodSecurityContext{
+			RunAsUser: ptr.To[int64](0), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		}, corev1.Container{
+			Name:            "restore",
+			Args:            args,
+			Resources:       corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
+			SecurityContext: sc,
+			VolumeMounts:    mounts,
+		}, volumes),
 	}
 }
 

@@ -209,6 +209,20 @@ func TestBackupSettingsAreValidated(t *testing.T) {
 	g.Expect(err.Error()).To(ContainSubstring("backup.storageClassName cannot change after creation"))
 }
 
+// withSnapshot gives the cluster its CAs and one snapshot, as a backup Job's pod
+// reports it, and waits for status to list it.
+func withSnapshot(g Gomega, nc *knestv1.NestedCluster) string {
+	giveEtcdCA(g, nc)
+	snap := "20261127T090000Z.db"
+	t0, _ := time.Parse("20060102T150405Z.db", snap)
+	finishBackupPod(g, nc, "b-1", 0, result(g, snap, snap), t0)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Backup.Snapshots).To(Equal([]string{snap}))
+	}, timeout, interval).Should(Succeed())
+	return snap
+}
+
 func ptrTo[T any](v T) *T { return &v }
 
 // completeJob writes what the Job controller writes when a Job's pod ends.
@@ -241,14 +255,7 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 	nc := newCluster(ns, "rh")
 	nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
-	giveEtcdCA(g, nc)
-	snap := "20261127T090000Z.db"
-	t0, _ := time.Parse("20060102T150405Z.db", snap)
-	finishBackupPod(g, nc, "b-1", 0, result(g, snap, snap), t0)
-	g.Eventually(func(g Gomega) {
-		get(g, nc)
-		g.Expect(nc.Status.Backup.Snapshots).To(Equal([]string{snap}))
-	}, timeout, interval).Should(Succeed())
+	snap := withSnapshot(g, nc)
 
 	// A snapshot the volume does not have is refused, and the request removed.
 	update(g, nc, func(nc *knestv1.NestedCluster) {
@@ -333,14 +340,7 @@ func TestVMRestoreNeedsOneControlPlaneNode(t *testing.T) {
 	nc := newCluster(ns, "rv")
 	nc.Spec.ControlPlane.Replicas = 3
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
-	giveEtcdCA(g, nc)
-	snap := "20261127T090000Z.db"
-	t0, _ := time.Parse("20060102T150405Z.db", snap)
-	finishBackupPod(g, nc, "b-1", 0, result(g, snap, snap), t0)
-	g.Eventually(func(g Gomega) {
-		get(g, nc)
-		g.Expect(nc.Status.Backup.Snapshots).To(Equal([]string{snap}))
-	}, timeout, interval).Should(Succeed())
+	snap := withSnapshot(g, nc)
 	update(g, nc, func(nc *knestv1.NestedCluster) {
 		metav1.SetMetaDataAnnotation(&nc.ObjectMeta, knestv1.RestoreFromAnnotation, snap)
 	})
