@@ -3,6 +3,7 @@
 package etcd
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -47,7 +48,7 @@ func newSnapshot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := backup.Save(cmd.Context(), zap.NewNop(), []string{endpoint}, tlsConfig, dir, time.Now())
+			r, err := saveWithRetries(cmd, endpoint, tlsConfig, dir)
 			if err != nil {
 				return err
 			}
@@ -56,7 +57,9 @@ func newSnapshot() *cobra.Command {
 			}
 			// With a fresh snapshot in hand, the moment to give free pages back; a
 			// failure there does not undo the snapshot.
-			if r.Defragmented, err = backup.Defragment(cmd.Context(), zap.NewNop(), []string{endpoint}, tlsConfig); err != nil {
+			ctx, cancel := context.WithTimeout(cmd.Context(), tryTimeout)
+			defer cancel()
+			if r.Defragmented, err = backup.Defragment(ctx, zap.NewNop(), []string{endpoint}, tlsConfig); err != nil {
 				r.DefragError = err.Error()
 			}
 			msg := r.Message()
@@ -113,6 +116,34 @@ func newRestore() *cobra.Command {
 		_ = cmd.MarkFlagRequired(f)
 	}
 	return cmd
+}
+
+// Each try of a snapshot is bounded, and a new try dials anew: a new pod's first
+// packets can be dropped while the host's NetworkPolicy enforcer learns its address
+// (kube-router here), and a connection that never came up is not waited on for
+// ever.
+const (
+	tries      = 5
+	tryTimeout = time.Minute
+	tryPause   = 5 * time.Second
+)
+
+func saveWithRetries(cmd *cobra.Command, endpoint string, tlsConfig *tls.Config, dir string) (backup.Result, error) {
+	var err error
+	for i := range tries {
+		if i > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "try %d of %d failed: %v\n", i, tries, err)
+			time.Sleep(tryPause)
+		}
+		ctx, cancel := context.WithTimeout(cmd.Context(), tryTimeout)
+		var r backup.Result
+		r, err = backup.Save(ctx, zap.NewNop(), []string{endpoint}, tlsConfig, dir, time.Now())
+		cancel()
+		if err == nil {
+			return r, nil
+		}
+	}
+	return backup.Result{}, err
 }
 
 // clientTLS reads the client certificate Secret's files.
