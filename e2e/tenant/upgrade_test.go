@@ -99,15 +99,23 @@ func TestUpgrade(t *testing.T) {
 
 	var nodePort int
 	var pdbUID types.UID
+	var marker *corev1.ConfigMap
 	ok = t.Run("workload with a disruption budget", func(t *testing.T) {
 		tc := tenantClient(t, key)
 		expectServiceAnswers(t, tc, 2)
 		nodePort = exposeOnNodePort(t, tc)
 		pdbUID = protectWithPDB(t, tc, 2)
+		marker = writeStateMarker(t, tc, "before the upgrade to "+to)
 	})
 
 	if ok {
-		t.Run("upgrade to "+to, func(t *testing.T) { upgradeAndWatch(t, key, from, to, nodePort, pdbUID) })
+		t.Run("upgrade to "+to, func(t *testing.T) {
+			start := time.Now()
+			upgradeAndWatch(t, key, from, to, nodePort, pdbUID)
+			// etcd (a hosted one's pod, or the members Cluster API rolls) kept the
+			// tenant's objects through the upgrade.
+			expectStateMarker(t, tenantClient(t, key), marker, start)
+		})
 	}
 
 	t.Run("delete", func(t *testing.T) {
