@@ -5,7 +5,6 @@ package etcd
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -148,17 +147,13 @@ func saveWithRetries(cmd *cobra.Command, endpoint string, tlsConfig *tls.Config,
 
 // clientTLS reads the client certificate Secret's files.
 func clientTLS(dir string) (*tls.Config, error) {
-	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, backup.ClientCertKey), filepath.Join(dir, backup.ClientKeyKey))
-	if err != nil {
-		return nil, err
+	var pem [3][]byte
+	for i, k := range []string{backup.CACertKey, backup.ClientCertKey, backup.ClientKeyKey} {
+		b, err := os.ReadFile(filepath.Join(dir, k))
+		if err != nil {
+			return nil, err
+		}
+		pem[i] = b
 	}
-	ca, err := os.ReadFile(filepath.Join(dir, backup.CACertKey))
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(ca) {
-		return nil, fmt.Errorf("%s holds no certificate", filepath.Join(dir, backup.CACertKey))
-	}
-	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: backup.ServerName, MinVersion: tls.VersionTLS12}, nil
+	return backup.ClientTLS(pem[0], pem[1], pem[2])
 }
