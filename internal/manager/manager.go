@@ -165,7 +165,11 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("failed to set up the etcd disk controller: %w", err)
 	}
-	if err := (&etcdbackup.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Image: opts.ToolImage}).SetupWithManager(mgr, controller.Options{
+	if err := (&etcdbackup.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Image: opts.ToolImage,
+		// Asked every 10 s while a restore waits for the tenant's API.
+		Tenants: &nestedcluster.KubeconfigTenantReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second, Every: 5 * time.Second},
+	}).SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: max(opts.Concurrency, 1),
 		SkipNameValidation:      ptr.To(true),
 	}); err != nil {

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/pkg/backup"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
@@ -57,6 +58,9 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Image is the knest image, which backup and restore Jobs run.
 	Image string
+	// Tenants reads the tenant's identity: a restore is done when its API answers
+	// as the same cluster.
+	Tenants nestedcluster.TenantReader
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }

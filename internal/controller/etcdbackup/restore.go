@@ -82,6 +82,20 @@ func (r *Reconciler) restoreHosted(ctx context.Context, nc *knestv1.NestedCluste
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: nc.Namespace, Name: cluster.ControlPlaneName(nc.Name)}, hcp); err != nil {
 		return ctrl.Result{}, err
 	}
+	if job, ended, err := r.endedRestoreJob(ctx, nc); err != nil || ended {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		// etcd starts again on what the Job wrote (or, if it failed, on its old data).
+		if _, stopped := hcp.Annotations[hcpv1.EtcdStoppedAnnotation]; stopped {
+			p := client.MergeFrom(hcp.DeepCopy())
+			delete(hcp.Annotations, hcpv1.EtcdStoppedAnnotation)
+			if err := r.Client.Patch(ctx, hcp, p); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		return r.verify(ctx, nc, job)
+	}
 	if _, stopped := hcp.Annotations[hcpv1.EtcdStoppedAnnotation]; !stopped {
 		p := client.MergeFrom(hcp.DeepCopy())
 		metav1.SetMetaDataAnnotation(&hcp.ObjectMeta, hcpv1.EtcdStoppedAnnotation, snap)
@@ -99,17 +113,7 @@ func (r *Reconciler) restoreHosted(ctx context.Context, nc *knestv1.NestedCluste
 	}
 	target := backup.RestoreTarget{Claim: hosted.EtcdClaimName(nc.Name),
 		Member: backup.Member{Name: hosted.EtcdMemberName(nc.Name), PeerURL: hosted.EtcdPeerURL(nc.Name, nc.Namespace)}}
-	done, failure, err := r.runRestoreJob(ctx, nc, in.RestoreJob(snap, target))
-	if err != nil || !done {
-		return ctrl.Result{}, err
-	}
-	// etcd starts again on what the Job wrote.
-	p := client.MergeFrom(hcp.DeepCopy())
-	delete(hcp.Annotations, hcpv1.EtcdStoppedAnnotation)
-	if err := r.Client.Patch(ctx, hcp, p); err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{}, r.finishJob(ctx, nc, failure)
+	return ctrl.Result{}, r.createRestoreJob(ctx, nc, in.RestoreJob(snap, target))
 }
 
 func (r *Reconciler) restoreVM(ctx context.Context, nc *knestv1.NestedCluster, in backup.Input, snap string) (ctrl.Result, error) {
@@ -123,6 +127,26 @@ func (r *Reconciler) restoreVM(ctx context.Context, nc *knestv1.NestedCluster, i
 			fmt.Sprintf("a VM control plane is restored with one VM, and %d exist: wait for the control plane's rollout to end", len(vms.Items)))
 	}
 	vm := &vms.Items[0]
+	if job, ended, err := r.endedRestoreJob(ctx, nc); err != nil || ended {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		// The VM boots; its knest-etcd-disk script puts the restored data on a new
+		// file system and kubeadm init renders the control plane around it (or, if
+		// the Job failed, around the old data).
+		if _, halted := vm.Annotations[vmRestoreAnnotation]; halted {
+			delete(vm.Annotations, vmRestoreAnnotation)
+			delete(vm.Annotations, vmPeerAnnotation)
+			vm.Spec.RunStrategy = ptr(kubevirtv1.RunStrategyAlways)
+			if err := r.Client.Update(ctx, vm); err != nil {
+				if apierrors.IsConflict(err) {
+					return ctrl.Result{RequeueAfter: time.Second}, nil
+				}
+				return ctrl.Result{}, err
+			}
+		}
+		return r.verify(ctx, nc, job)
+	}
 	if !vmtemplate.HasEtcdDisk(vm) {
 		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed,
 			fmt.Sprintf("VM %s keeps etcd on its root disk (made before etcd had a disk of its own): there is no volume to restore into", vm.Name))
@@ -164,22 +188,7 @@ func (r *Reconciler) restoreVM(ctx context.Context, nc *knestv1.NestedCluster, i
 	}
 	target := backup.RestoreTarget{Claim: vmtemplate.EtcdDiskClaimName(vm.Name), VM: true,
 		Member: backup.Member{Name: vm.Name, PeerURL: vm.Annotations[vmPeerAnnotation]}}
-	done, failure, err := r.runRestoreJob(ctx, nc, in.RestoreJob(snap, target))
-	if err != nil || !done {
-		return ctrl.Result{}, err
-	}
-	// The VM boots; its knest-etcd-disk script puts the data on a new file system
-	// and kubeadm init renders the control plane around it.
-	delete(vm.Annotations, vmRestoreAnnotation)
-	delete(vm.Annotations, vmPeerAnnotation)
-	vm.Spec.RunStrategy = ptr(kubevirtv1.RunStrategyAlways)
-	if err := r.Client.Update(ctx, vm); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{}, r.finishJob(ctx, nc, failure)
+	return ctrl.Result{}, r.createRestoreJob(ctx, nc, in.RestoreJob(snap, target))
 }
 
 // joined tells whether the VM's machine joined the cluster rather than
@@ -203,32 +212,72 @@ func (r *Reconciler) joined(ctx context.Context, nc *knestv1.NestedCluster, vm s
 	return false, fmt.Errorf("no control-plane Machine of cluster %s has VM %s", nc.Name, vm)
 }
 
-// runRestoreJob creates the restore Job once and tells when it has ended, with
-// its failure ("" when it succeeded).
-func (r *Reconciler) runRestoreJob(ctx context.Context, nc *knestv1.NestedCluster, job *batchv1.Job) (done bool, failure string, err error) {
+// createRestoreJob creates the restore Job, once; its end brings the cluster back.
+func (r *Reconciler) createRestoreJob(ctx context.Context, nc *knestv1.NestedCluster, job *batchv1.Job) error {
 	current := &batchv1.Job{}
 	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(job), current); {
 	case apierrors.IsNotFound(err):
 		if err := r.apply(ctx, nc, job); err != nil {
-			return false, "", err
+			return err
 		}
-		nc.Status.Backup.Restore.Message = fmt.Sprintf("Restoring with Job %s", job.Name)
-		return false, "", nil
 	case err != nil:
-		return false, "", err
+		return err
 	}
-	for _, c := range current.Status.Conditions {
-		if c.Status != corev1.ConditionTrue {
-			continue
-		}
-		switch c.Type {
-		case batchv1.JobComplete:
-			return true, "", nil
-		case batchv1.JobFailed:
-			return true, r.restoreFailure(ctx, nc, c.Message), nil
+	nc.Status.Backup.Restore.Message = fmt.Sprintf("Restoring with Job %s", job.Name)
+	return nil
+}
+
+// endedRestoreJob is the restore Job once it has succeeded or failed.
+func (r *Reconciler) endedRestoreJob(ctx context.Context, nc *knestv1.NestedCluster) (*batchv1.Job, bool, error) {
+	job := &batchv1.Job{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: nc.Namespace, Name: backup.RestoreJobName(nc.Name)}, job); {
+	case apierrors.IsNotFound(err):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return job, jobCondition(job, batchv1.JobComplete) != nil || jobCondition(job, batchv1.JobFailed) != nil, nil
+}
+
+func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
+	for i, c := range job.Status.Conditions {
+		if c.Type == t && c.Status == corev1.ConditionTrue {
+			return &job.Status.Conditions[i]
 		}
 	}
-	return false, "", nil
+	return nil
+}
+
+// verifyTimeout bounds the wait for the tenant's API once etcd runs again: a VM
+// control plane boots, under emulation, in a few minutes.
+const verifyTimeout = 30 * time.Minute
+
+// verify ends the restore once etcd runs again: failed with the Job's last words
+// when it failed; succeeded when the tenant's API answers as the cluster knest
+// knows (status.tenantID), so that a restore is not called done while its control
+// plane still boots.
+func (r *Reconciler) verify(ctx context.Context, nc *knestv1.NestedCluster, job *batchv1.Job) (ctrl.Result, error) {
+	if failed := jobCondition(job, batchv1.JobFailed); failed != nil {
+		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed, "etcd started again on its old data: "+r.restoreFailure(ctx, nc, failed.Message))
+	}
+	id, err := r.Tenants.TenantID(ctx, nc)
+	if err == nil && (nc.Status.TenantID == "" || id == nc.Status.TenantID) {
+		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreSucceeded, "")
+	}
+	ended := job.CreationTimestamp.Time
+	if c := jobCondition(job, batchv1.JobComplete); c != nil {
+		ended = c.LastTransitionTime.Time
+	}
+	why := fmt.Sprintf("it answers as another cluster (kube-system %s, not %s)", id, nc.Status.TenantID)
+	if err != nil {
+		why = err.Error()
+	}
+	if r.now().Sub(ended) > verifyTimeout {
+		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed,
+			fmt.Sprintf("etcd runs on the restored data, but the tenant's API did not answer as the same cluster within %s: %s", verifyTimeout, why))
+	}
+	nc.Status.Backup.Restore.Message = "etcd runs on the restored data; waiting for the tenant's API: " + why
+	return ctrl.Result{RequeueAfter: 10 * time.Second}, nil
 }
 
 // restoreFailure is the restore pods' last words, or the Job's.
@@ -245,13 +294,6 @@ func (r *Reconciler) restoreFailure(ctx context.Context, nc *knestv1.NestedClust
 		return "the restore Job failed"
 	}
 	return jobMessage
-}
-
-func (r *Reconciler) finishJob(ctx context.Context, nc *knestv1.NestedCluster, failure string) error {
-	if failure != "" {
-		return r.finish(ctx, nc, knestv1.RestoreFailed, "etcd started again on its old data: "+failure)
-	}
-	return r.finish(ctx, nc, knestv1.RestoreSucceeded, "")
 }
 
 // finish records the restore's end, removes its Job and the annotation that

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -213,6 +214,14 @@ func TestBackupSettingsAreValidated(t *testing.T) {
 // reports it, and waits for status to list it.
 func withSnapshot(g Gomega, nc *knestv1.NestedCluster) string {
 	giveEtcdCA(g, nc)
+	// The test bed's API plays the tenant's (as in TestBlankControlPlaneIsReported):
+	// a restore is done when it answers as the same cluster.
+	g.Expect(env.Client.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: secret.Name(nc.Name, secret.Kubeconfig), Namespace: nc.Namespace,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: nc.Name}},
+		Type: clusterv1.ClusterSecretType,
+		Data: map[string][]byte{secret.KubeconfigDataName: env.Kubeconfig()},
+	})).To(Succeed())
 	snap := "20261127T090000Z.db"
 	t0, _ := time.Parse("20060102T150405Z.db", snap)
 	finishBackupPod(g, nc, "b-1", 0, result(g, snap, snap), t0)
@@ -269,6 +278,16 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 		g.Expect(nc.Status.Backup.Restore.Message).To(ContainSubstring("has no snapshot 20261127T100000Z.db; it has: " + snap))
 	}, timeout, interval).Should(Succeed())
 
+	// Not done while the tenant's API answers as another cluster (a control plane
+	// still booting on the old data would): known as another one from the start.
+	kubeSystem := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem}}
+	get(g, kubeSystem)
+	known := string(kubeSystem.UID)
+	g.Eventually(func() error {
+		get(g, nc)
+		nc.Status.TenantID = "0f6b1f2e-0000-4000-8000-000000000000"
+		return env.Client.Status().Update(ctx, nc)
+	}, timeout, interval).Should(Succeed())
 	update(g, nc, func(nc *knestv1.NestedCluster) {
 		metav1.SetMetaDataAnnotation(&nc.ObjectMeta, knestv1.RestoreFromAnnotation, snap)
 	})
@@ -298,6 +317,18 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 	g.Expect(*cj.Spec.Suspend).To(BeTrue())
 
 	completeJob(g, job, false)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Backup.Restore.Phase).To(Equal(knestv1.RestoreRunning))
+		g.Expect(nc.Status.Backup.Restore.Message).To(ContainSubstring("answers as another cluster"))
+		get(g, hcp)
+		g.Expect(hcp.Annotations).NotTo(HaveKey(hcpv1.EtcdStoppedAnnotation), "etcd runs again meanwhile")
+	}, timeout, interval).Should(Succeed())
+	g.Eventually(func() error {
+		get(g, nc)
+		nc.Status.TenantID = known
+		return env.Client.Status().Update(ctx, nc)
+	}, timeout, interval).Should(Succeed())
 	g.Eventually(func(g Gomega) {
 		get(g, nc)
 		g.Expect(nc.Annotations).NotTo(HaveKey(knestv1.RestoreFromAnnotation))
