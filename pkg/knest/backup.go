@@ -117,7 +117,7 @@ func (c *Client) Restore(ctx context.Context, key client.ObjectKey, snapshot str
 	if err != nil {
 		return waitError(err, fmt.Sprintf("the restore of cluster %s", key.Name), timeout)
 	}
-	status.Success(fmt.Sprintf("cluster %s restored from %s; its control plane starts on the restored data", key.Name, snapshot))
+	status.Success(fmt.Sprintf("cluster %s restored from %s: its API answers on the restored data", key.Name, snapshot))
 	return c.Wait(ctx, key, WaitWithTimeout(max(timeout-time.Since(started), time.Minute).Round(time.Second)))
 }
 
