@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/patch"
 	"sigs.k8s.io/cluster-api/util/secret"
@@ -125,7 +126,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	cj := in.CronJob()
 	if restoring(nc) {
 		// No snapshot of an etcd that is being replaced.
-		cj.Spec.Suspend = ptr(true)
+		cj.Spec.Suspend = ptr.To(true)
 	}
 	objs := []client.Object{in.Claim(), cj}
 	if !nc.Spec.ControlPlane.IsHosted() {
@@ -139,13 +140,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.reportSnapshots(ctx, nc); err != nil {
 		return ctrl.Result{}, err
 	}
-	if _, asked := nc.Annotations[knestv1.RestoreFromAnnotation]; asked {
+	if restoring(nc) {
 		return r.reconcileRestore(ctx, nc, in)
 	}
 	return ctrl.Result{}, nil
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // reconcileClientCert keeps the backup client's certificate, signed by the
 // cluster's etcd CA; false while that CA does not exist yet.

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -66,7 +67,7 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, nc *knestv1.NestedClu
 		if gone, err := r.deleteRestoreJob(ctx, nc); err != nil || !gone {
 			return ctrl.Result{RequeueAfter: poll}, err
 		}
-		st.Restore = &knestv1.RestoreStatus{Snapshot: snap, Phase: knestv1.RestoreRunning, StartedAt: ptr(metav1.NewTime(r.now()))}
+		st.Restore = &knestv1.RestoreStatus{Snapshot: snap, Phase: knestv1.RestoreRunning, StartedAt: ptr.To(metav1.NewTime(r.now()))}
 	}
 	if msg := backup.Refusal(nc, snap); msg != "" {
 		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed, msg)
@@ -137,7 +138,7 @@ func (r *Reconciler) restoreVM(ctx context.Context, nc *knestv1.NestedCluster, i
 		if _, halted := vm.Annotations[vmRestoreAnnotation]; halted {
 			delete(vm.Annotations, vmRestoreAnnotation)
 			delete(vm.Annotations, vmPeerAnnotation)
-			vm.Spec.RunStrategy = ptr(kubevirtv1.RunStrategyAlways)
+			vm.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyAlways)
 			if err := r.Client.Update(ctx, vm); err != nil {
 				if apierrors.IsConflict(err) {
 					return ctrl.Result{RequeueAfter: time.Second}, nil
@@ -166,7 +167,7 @@ func (r *Reconciler) restoreVM(ctx context.Context, nc *knestv1.NestedCluster, i
 		}
 		metav1.SetMetaDataAnnotation(&vm.ObjectMeta, vmRestoreAnnotation, snap)
 		metav1.SetMetaDataAnnotation(&vm.ObjectMeta, vmPeerAnnotation, peer)
-		vm.Spec.RunStrategy = ptr(kubevirtv1.RunStrategyHalted)
+		vm.Spec.RunStrategy = ptr.To(kubevirtv1.RunStrategyHalted)
 		vm.Spec.Running = nil
 		if err := r.Client.Update(ctx, vm); err != nil {
 			if apierrors.IsConflict(err) {
@@ -303,7 +304,7 @@ func (r *Reconciler) finish(ctx context.Context, nc *knestv1.NestedCluster, phas
 		return err
 	}
 	st := nc.Status.Backup.Restore
-	st.Phase, st.Message, st.FinishedAt = phase, truncate(msg, 1024), ptr(metav1.NewTime(r.now()))
+	st.Phase, st.Message, st.FinishedAt = phase, truncate(msg, 1024), ptr.To(metav1.NewTime(r.now()))
 	delete(nc.Annotations, knestv1.RestoreFromAnnotation)
 	return nil
 }
