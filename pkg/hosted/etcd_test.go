@@ -14,6 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/cluster-api/util/certs"
 	"sigs.k8s.io/cluster-api/util/secret"
+
+	"github.com/knest-dev/knest/pkg/backup"
 )
 
 func TestEtcdImageFollowsKubeadm(t *testing.T) {
@@ -118,3 +120,33 @@ func TestEtcdCertificates(t *testing.T) {
 }
 
 func tlsCert(pem []byte) (*x509.Certificate, error) { return certs.DecodeCertPEM(pem) }
+
+// A restore stops etcd by scaling it to zero; everything else of the StatefulSet,
+// its claim template above all, stays as it was, so the member comes back on it.
+func TestEtcdStoppedKeepsEverythingButTheMember(t *testing.T) {
+	g := NewWithT(t)
+	in := input()
+	in.EtcdStorageClass = ptr.To("")
+	running, _, err := in.Etcd()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(*running.Spec.Replicas).To(BeEquivalentTo(1))
+	in.EtcdStopped = true
+	stopped, _, err := in.Etcd()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(*stopped.Spec.Replicas).To(BeEquivalentTo(0))
+	stopped.Spec.Replicas = running.Spec.Replicas
+	g.Expect(stopped).To(Equal(running))
+}
+
+func TestEtcdPolicyAdmitsTheClustersBackupJobsOnly(t *testing.T) {
+	g := NewWithT(t)
+	in := input()
+	policy := in.Policies()[0]
+	g.Expect(policy.Name).To(Equal(EtcdPolicyName(in.Cluster)))
+	from := policy.Spec.Ingress[0].From
+	g.Expect(from).To(ContainElement(HaveField("PodSelector.MatchLabels", backup.Selector(in.Cluster, backup.ComponentBackup))))
+	for _, peer := range from {
+		g.Expect(peer.NamespaceSelector).To(BeNil(), "the cluster's own namespace only")
+		g.Expect(peer.PodSelector.MatchLabels).To(HaveKeyWithValue("cluster.x-k8s.io/cluster-name", in.Cluster))
+	}
+}
