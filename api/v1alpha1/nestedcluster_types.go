@@ -341,6 +341,7 @@ const (
 // ControlPlaneSpec sizes the control plane.
 // +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Hosted' || !has(self.replicas) || self.replicas == 1 || self.replicas == 3",message="a hosted control plane has 1 or 3 API server replicas (controlPlane.replicas)"
 // +kubebuilder:validation:XValidation:rule="!has(self.hosted) || (has(self.mode) && self.mode == 'Hosted')",message="controlPlane.hosted needs controlPlane.mode Hosted"
+// +kubebuilder:validation:XValidation:rule="!has(self.etcd) || !has(self.etcd.members) || (has(self.mode) && self.mode == 'Hosted')",message="controlPlane.etcd.members needs controlPlane.mode Hosted: a VM control plane runs one etcd member per node (controlPlane.replicas)"
 // +kubebuilder:validation:XValidation:rule="!has(self.cpu) || self.cpu >= 2",message="controlPlane.cpu must be at least 2: kubeadm refuses to init a control plane with fewer CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || !isQuantity(string(self.memory)) || quantity(string(self.memory)).compareTo(quantity('1700Mi')) >= 0",message="controlPlane.memory must be at least 1700Mi: kubeadm refuses to init a control plane with less"
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || !isQuantity(string(self.memory)) || quantity(string(self.memory)).compareTo(quantity('1Ti')) <= 0",message="memory must be at most 1Ti, e.g. 8Gi: no host node offers more to one VM"
@@ -382,9 +383,17 @@ type HostedControlPlaneSpec struct {
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
-// EtcdSpec is where etcd keeps its data.
+// EtcdSpec is where etcd keeps its data, and a hosted etcd's size.
 // +kubebuilder:validation:XValidation:rule="!has(self.ephemeral) || !self.ephemeral || (!has(self.storageClassName) && !has(self.size))",message="controlPlane.etcd.ephemeral keeps etcd off any volume: it cannot have a storageClassName or size too"
+// +kubebuilder:validation:XValidation:rule="!has(self.ephemeral) || !self.ephemeral || !has(self.members) || self.members == 1",message="controlPlane.etcd.ephemeral has one member: a member that restarts on an empty directory cannot rejoin the others"
 type EtcdSpec struct {
+	// members of a hosted etcd: 1 (the default) or 3, which keeps the tenant's API
+	// writable while one member is lost or replaced (each member has its own volume).
+	// A VM control plane runs one member per control-plane node (replicas).
+	// +kubebuilder:validation:XValidation:rule="self == 1 || self == 3",message="controlPlane.etcd.members must be 1 or 3: three members keep quorum when one is lost"
+	// +optional
+	Members int32 `json:"members,omitempty"`
+
 	// storageClassName of etcd's volume (a hosted etcd's claim, a control-plane
 	// VM's etcd disk); empty means the host's default class. The class must keep
 	// data across a host node's restart (docs/reference.md#what-survives-what).

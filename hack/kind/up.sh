@@ -101,26 +101,14 @@ if ! "$KIND_ENGINE" exec "${nodes[0]}" sh -c 'ip link add knest-probe0 type dumm
   die "this kernel has no dummy network driver and $KUBEVIRT_IMAGES_DIR has upstream's virt-handler: build it with VIRT_HANDLER_VARIANT=eth0-bridge (docs/e2e.md)"
 fi
 step "virt-handler: $handler"
-# The pod network gives each pod a point-to-point link, but KubeVirt's DHCP hands the
-# guest its pod's subnet as on-link, so a VM ARPs for other pods' addresses and
-# nothing answers. Proxy ARP on the node's side of each pod link answers for them (as
-# Calico does); links made later take the default.
-#
-# A Service address that kube-proxy has not translated (a Service created a moment
-# before it was programmed) is routed out of the node to the container engine's
-# network and on, where something else answered kube-apiserver's TLS with 404: the
-# aggregator kept that connection alive and held KubeVirt's subresource API
-# (port-forward, console) unavailable for good. Such packets are refused in the node,
-# so a connection made too early fails and the next one goes through kube-proxy. (Not
-# by output interface: a locally made connection keeps its first route's interface in
-# the filter table after DNAT.)
+# The node's network fixes for KubeVirt's VMs (proxy ARP, Service addresses kube-proxy
+# has not translated refused; the script says why), as a unit that runs them again at
+# every boot of the node: they live in its network namespace, which a restart makes anew.
 for node in "${nodes[@]}"; do
-  "$KIND_ENGINE" exec "$node" sh -c 'for f in /proc/sys/net/ipv4/conf/default/proxy_arp /proc/sys/net/ipv4/conf/veth*/proxy_arp; do
-    [ -e "$f" ] && echo 1 >"$f"; done; true'
-  for chain in OUTPUT FORWARD; do
-    rule=("$chain" -d "$service_cidr" -m conntrack ! --ctstate DNAT -j REJECT)
-    "$KIND_ENGINE" exec "$node" iptables -C "${rule[@]}" 2>/dev/null || "$KIND_ENGINE" exec "$node" iptables -I "${rule[@]}"
-  done
+  "$KIND_ENGINE" cp hack/kind/node/knest-host-net "$node:/usr/local/sbin/knest-host-net"
+  "$KIND_ENGINE" cp hack/kind/node/knest-host-net.service "$node:/etc/systemd/system/knest-host-net.service"
+  "$KIND_ENGINE" exec "$node" sh -c "echo SERVICE_CIDR=$service_cidr >/etc/default/knest-host-net &&
+    systemctl daemon-reload && systemctl enable knest-host-net.service && systemctl restart knest-host-net.service"
 done
 
 step "images: Cluster API, CAPK and knest managers"
@@ -257,4 +245,6 @@ export KNEST_E2E_NODE_IMAGE=$NODE_IMAGE_REF
 export KNEST_E2E_KERNEL_IMAGE=$KERNEL_IMAGE_REF
 export KNEST_E2E_ACCEL=$accel
 export KNEST_KIND_VIRT_HANDLER=$handler
+export KNEST_E2E_KIND_ENGINE=$KIND_ENGINE
+export KNEST_E2E_KIND_NODES="${nodes[*]}"
 EOF

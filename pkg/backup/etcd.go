@@ -138,10 +138,23 @@ type Member struct {
 	PeerURL string
 }
 
-// Restore makes the data directory of a one-member etcd from a snapshot with
-// etcdutl, into dataDir/member: any member data there is replaced. It restores
-// beside it first, so a failure leaves the old data in place.
-func Restore(lg *zap.Logger, snapshotPath, dataDir string, m Member) error {
+// InitialCluster is etcd's --initial-cluster for members.
+func InitialCluster(members ...Member) string {
+	parts := make([]string, len(members))
+	for i, m := range members {
+		parts[i] = m.Name + "=" + m.PeerURL
+	}
+	return strings.Join(parts, ",")
+}
+
+// Restore makes member m's data directory from a snapshot with etcdutl, into
+// dataDir/member: any member data there is replaced. initialCluster is every
+// member's (InitialCluster), each restored from the same snapshot; empty means m
+// alone. It restores beside the old data first, so a failure leaves it in place.
+func Restore(lg *zap.Logger, snapshotPath, dataDir string, m Member, initialCluster string) error {
+	if initialCluster == "" {
+		initialCluster = InitialCluster(m)
+	}
 	staging := filepath.Join(dataDir, "knest-restore")
 	if err := os.RemoveAll(staging); err != nil {
 		return err
@@ -151,7 +164,7 @@ func Restore(lg *zap.Logger, snapshotPath, dataDir string, m Member) error {
 		Name:                m.Name,
 		OutputDataDir:       staging,
 		PeerURLs:            []string{m.PeerURL},
-		InitialCluster:      m.Name + "=" + m.PeerURL,
+		InitialCluster:      initialCluster,
 		InitialClusterToken: "etcd-cluster",
 		RevisionBump:        revisionBump,
 		MarkCompacted:       true,

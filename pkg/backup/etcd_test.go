@@ -34,6 +34,15 @@ func freeURL(t *testing.T) url.URL {
 // restored member must start under the identity it was restored as).
 func startEtcd(t *testing.T, dir, name string, peer url.URL) (*clientv3.Client, func()) {
 	t.Helper()
+	e, client := startMember(t, dir, name, peer, "")
+	ready(t, e)
+	return connect(t, client, e)
+}
+
+// startMember starts a member of initialCluster (empty: name alone) without
+// waiting for it: a member of several is ready only with a quorum.
+func startMember(t *testing.T, dir, name string, peer url.URL, initialCluster string) (*embed.Etcd, url.URL) {
+	t.Helper()
 	cfg := embed.NewConfig()
 	cfg.Dir, cfg.Name = dir, name
 	cfg.LogOutputs = []string{"/dev/null"}
@@ -41,16 +50,28 @@ func startEtcd(t *testing.T, dir, name string, peer url.URL) (*clientv3.Client, 
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.InitialCluster = name + "=" + peer.String()
+	if initialCluster != "" {
+		cfg.InitialCluster = initialCluster
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e, client
+}
+
+func ready(t *testing.T, e *embed.Etcd) {
+	t.Helper()
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-time.After(30 * time.Second):
 		e.Close()
 		t.Fatal("etcd did not start")
 	}
+}
+
+func connect(t *testing.T, client url.URL, e *embed.Etcd) (*clientv3.Client, func()) {
+	t.Helper()
 	c, err := clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +104,7 @@ func TestSnapshotRestoresTheObjectsItTookAndNothingLater(t *testing.T) {
 	g.Expect(os.MkdirAll(filepath.Join(data, "member", "wal"), 0o700)).To(Succeed())
 	g.Expect(os.WriteFile(filepath.Join(data, "member", "wal", "stale.wal"), []byte("x"), 0o600)).To(Succeed())
 	peer2 := freeURL(t)
-	g.Expect(Restore(zap.NewNop(), filepath.Join(backups, r.Name), data, Member{Name: "b", PeerURL: peer2.String()})).To(Succeed())
+	g.Expect(Restore(zap.NewNop(), filepath.Join(backups, r.Name), data, Member{Name: "b", PeerURL: peer2.String()}, "")).To(Succeed())
 	g.Expect(filepath.Join(data, "member", "wal", "stale.wal")).NotTo(BeAnExistingFile())
 	g.Expect(filepath.Join(data, "knest-restore")).NotTo(BeAnExistingFile())
 
@@ -100,6 +121,56 @@ func TestSnapshotRestoresTheObjectsItTookAndNothingLater(t *testing.T) {
 	g.Expect(got.Header.Revision).To(BeNumerically(">", revisionBump))
 	_, err = c2.Get(ctx, "/registry/configmaps/default/kept-0", clientv3.WithRev(r.Revision))
 	g.Expect(err).To(MatchError(ContainSubstring("compacted")))
+}
+
+// Three members restored from one snapshot, each into its own directory with the
+// same initial cluster, start as one cluster: each has the snapshot's objects, and
+// a write to one is read from another.
+func TestRestoreMakesAThreeMemberCluster(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	c, stop := startEtcd(t, t.TempDir(), "a", freeURL(t))
+	_, err := c.Put(ctx, "/registry/configmaps/default/kept", "v")
+	g.Expect(err).NotTo(HaveOccurred())
+	backups := t.TempDir()
+	r, err := Save(ctx, zap.NewNop(), c.Endpoints(), nil, backups, time.Now())
+	g.Expect(err).NotTo(HaveOccurred())
+	stop()
+
+	members := make([]Member, 3)
+	peers := make([]url.URL, 3)
+	for i := range members {
+		peers[i] = freeURL(t)
+		members[i] = Member{Name: fmt.Sprintf("m-%d", i), PeerURL: peers[i].String()}
+	}
+	initial := InitialCluster(members...)
+	clients := make([]*clientv3.Client, 3)
+	etcds := make([]*embed.Etcd, 3)
+	urls := make([]url.URL, 3)
+	for i, m := range members {
+		data := t.TempDir()
+		g.Expect(Restore(zap.NewNop(), filepath.Join(backups, r.Name), data, m, initial)).To(Succeed())
+		etcds[i], urls[i] = startMember(t, data, m.Name, peers[i], initial)
+	}
+	for i := range etcds {
+		ready(t, etcds[i])
+		var stop func()
+		clients[i], stop = connect(t, urls[i], etcds[i])
+		defer stop()
+	}
+	list, err := clients[0].MemberList(ctx)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(list.Members).To(HaveLen(3))
+	for _, cl := range clients {
+		got, err := cl.Get(ctx, "/registry/configmaps/default/kept")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(got.Kvs).To(HaveLen(1))
+	}
+	_, err = clients[1].Put(ctx, "/registry/configmaps/default/after", "v")
+	g.Expect(err).NotTo(HaveOccurred())
+	got, err := clients[2].Get(ctx, "/registry/configmaps/default/after")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(got.Kvs).To(HaveLen(1))
 }
 
 func TestSaveLeavesNoSnapshotWhenEtcdDoesNotAnswer(t *testing.T) {

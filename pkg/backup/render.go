@@ -27,7 +27,11 @@ import (
 func ClaimName(cluster string) string      { return cluster + "-etcd-backups" }
 func CronJobName(cluster string) string    { return cluster + "-etcd-backup" }
 func ClientCertName(cluster string) string { return cluster + "-etcd-backup-client" }
-func RestoreJobName(cluster string) string { return cluster + "-etcd-restore" }
+
+// RestoreJobName is the Job that restores the cluster's member-th etcd member.
+func RestoreJobName(cluster string, member int) string {
+	return cluster + "-etcd-restore-" + strconv.Itoa(member)
+}
 
 // ServiceName is the Service that reaches the cluster's etcd members: the hosted
 // etcd's own headless Service, or, for VM control planes, one over their VMs.
@@ -253,6 +257,11 @@ type RestoreTarget struct {
 	Claim string
 	VM    bool
 	Member
+	// Index is the member's place among the members, which names its Job.
+	Index int
+	// InitialCluster is every member (InitialCluster), each restored by its own Job
+	// from the same snapshot; empty for a member alone.
+	InitialCluster string
 }
 
 // RestoreJob restores snapshot into target, with etcd stopped (the hosted
@@ -261,6 +270,9 @@ func (in Input) RestoreJob(snapshot string, target RestoreTarget) *batchv1.Job {
 	c := in.NC.Name
 	args := []string{"etcd", "restore", "--snapshot=" + path.Join(backupsDir, snapshot),
 		"--name=" + target.Name, "--peer-url=" + target.PeerURL}
+	if target.InitialCluster != "" {
+		args = append(args, "--initial-cluster="+target.InitialCluster)
+	}
 	mounts := []corev1.VolumeMount{{Name: "backups", MountPath: backupsDir, ReadOnly: true}}
 	volumes := []corev1.Volume{claimVolume("backups", ClaimName(c))}
 	if target.VM {
@@ -276,7 +288,7 @@ func (in Input) RestoreJob(snapshot string, target RestoreTarget) *batchv1.Job {
 	sc.Capabilities.Add = []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER"}
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: in.meta(RestoreJobName(c), ComponentRestore),
+		ObjectMeta: in.meta(RestoreJobName(c, target.Index), ComponentRestore),
 		Spec: in.jobSpec(ComponentRestore, 1800, &corev1.PodSecurityContext{
 			RunAsUser: ptr.To[int64](0), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		}, corev1.Container{

@@ -293,8 +293,8 @@ func (r renderer) hostedControlPlane() *hcpv1.HostedControlPlane {
 			Replicas: ptr(s.ControlPlane.Replicas),
 			Service:  hcpv1.ServiceSpec{Type: corev1.ServiceType(s.APIServer.ServiceType), Host: s.APIServer.Host, CertSANs: slices.Clone(s.APIServer.CertSANs)},
 			Network:  hcpv1.NetworkSpec{PodCIDR: s.Network.PodCIDR, ServiceCIDR: s.Network.ServiceCIDR, DNSDomain: s.Network.DNSDomain},
-			Etcd: hcpv1.EtcdSpec{StorageClassName: s.ControlPlane.Etcd.StorageClassName, Size: s.ControlPlane.Etcd.Size,
-				Ephemeral: s.ControlPlane.Etcd.Ephemeral},
+			Etcd: hcpv1.EtcdSpec{Members: max(1, s.ControlPlane.Etcd.Members), StorageClassName: s.ControlPlane.Etcd.StorageClassName,
+				Size: s.ControlPlane.Etcd.Size, Ephemeral: s.ControlPlane.Etcd.Ephemeral},
 		},
 	}
 	if h := s.ControlPlane.Hosted; h != nil {

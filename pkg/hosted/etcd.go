@@ -139,9 +139,9 @@ func EtcdQuotaBytes(volume resource.Quantity) int64 { return volume.Value() / 4 
 // DefaultEtcdVolume is etcd's volume size when the spec gives none.
 var DefaultEtcdVolume = resource.MustParse("2Gi")
 
-// Etcd is a one-member etcd on a volume of the given class, or an emptyDir (nil
-// class). One member: a hosted control plane's API servers scale, its etcd does
-// not yet (docs/reference.md).
+// Etcd is an etcd of EtcdMembers members, each on its own volume of the given
+// class, or a one-member etcd on an emptyDir (nil class). Three members start in
+// parallel (each waits for a quorum to be ready) and are replaced one at a time.
 //
 // Its pod template holds nothing of the tenant's Kubernetes version but etcd's
 // image: certificates come from EtcdCertsName (renewed in place; etcd reads them
@@ -153,7 +153,18 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	host := etcdHost(c, in.ns())
+	members := EtcdMembers(in.HCP)
+	// A member's own name under the headless Service; literal for one member, so
+	// that clusters made before etcd had more keep their pod template.
+	host := etcdHost(c, in.ns(), 0)
+	if members > 1 {
+		host = "$(POD_NAME)." + EtcdName(c) + "." + in.ns() + ".svc"
+	}
+	initial := make([]string, members)
+	for i := range members {
+		m := EtcdMember(c, in.ns(), i)
+		initial[i] = m.Name + "=" + m.PeerURL
+	}
 	const pki = "/etc/etcd/pki/"
 	flags := map[string]string{
 		"name":                        "$(POD_NAME)",
@@ -162,7 +173,7 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 		"advertise-client-urls":       "https://" + host + ":" + strconv.Itoa(EtcdPort),
 		"listen-peer-urls":            "https://0.0.0.0:" + strconv.Itoa(EtcdPeerPort),
 		"initial-advertise-peer-urls": "https://" + host + ":" + strconv.Itoa(EtcdPeerPort),
-		"initial-cluster":             "$(POD_NAME)=https://" + host + ":" + strconv.Itoa(EtcdPeerPort),
+		"initial-cluster":             strings.Join(initial, ","),
 		// Health for the kubelet's probes; the policy admits no one else.
 		"listen-metrics-urls":   "http://0.0.0.0:" + strconv.Itoa(etcdMetrics),
 		"client-cert-auth":      "true",
@@ -192,7 +203,7 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: in.meta(EtcdName(c), ComponentEtcd),
 		Spec: appsv1.StatefulSetSpec{
-			Replicas:    ptr.To[int32](1),
+			Replicas:    ptr.To(int32(members)),
 			ServiceName: EtcdName(c),
 			Selector:    &metav1.LabelSelector{MatchLabels: labels},
 			// The volume outlives the StatefulSet (an accidental delete, a re-create
@@ -228,6 +239,11 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 				},
 			},
 		},
+	}
+	if members > 1 {
+		// A member is ready only with a quorum: one at a time, the first would wait
+		// for the others for ever. Rolling updates still go one member at a time.
+		sts.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
 	}
 	if in.EtcdStopped {
 		sts.Spec.Replicas = ptr.To[int32](0)

@@ -104,7 +104,7 @@ func TestEtcdCertificates(t *testing.T) {
 
 	server, err := tlsCert(data[EtcdServerCertKey])
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(server.VerifyHostname(etcdHost("demo", "team-a"))).To(Succeed())
+	g.Expect(server.VerifyHostname(etcdHost("demo", "team-a", 0))).To(Succeed())
 	g.Expect(server.VerifyHostname("demo-etcd-2.demo-etcd.team-a.svc")).To(Succeed())
 	g.Expect(server.VerifyHostname("demo-etcd-0.demo-etcd.team-b.svc")).NotTo(Succeed())
 
@@ -149,4 +149,43 @@ func TestEtcdPolicyAdmitsTheClustersBackupJobsOnly(t *testing.T) {
 		g.Expect(peer.NamespaceSelector).To(BeNil(), "the cluster's own namespace only")
 		g.Expect(peer.PodSelector.MatchLabels).To(HaveKeyWithValue("cluster.x-k8s.io/cluster-name", in.Cluster))
 	}
+}
+
+// Three members: one per pod and claim, each named in the initial cluster by its
+// stable name; they start together, and the API server knows all three. One member
+// (the default) keeps the pod template it had before etcd could have more.
+func TestEtcdMembers(t *testing.T) {
+	g := NewWithT(t)
+	in := input()
+	in.EtcdStorageClass = ptr.To("")
+	one, _, err := in.Etcd()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(*one.Spec.Replicas).To(BeEquivalentTo(1))
+	g.Expect(one.Spec.PodManagementPolicy).To(BeEmpty())
+	g.Expect(one.Spec.Template.Spec.Containers[0].Command).To(ContainElements(
+		"--initial-cluster=demo-etcd-0=https://demo-etcd-0.demo-etcd.team-a.svc:2380",
+		"--advertise-client-urls=https://demo-etcd-0.demo-etcd.team-a.svc:2379"))
+	g.Expect(in.Deployment("hash").Spec.Template.Spec.Containers[0].Command).To(
+		ContainElement("--etcd-servers=https://demo-etcd-0.demo-etcd.team-a.svc:2379"))
+
+	in.HCP.Spec.Etcd.Members = 3
+	three, _, err := in.Etcd()
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(*three.Spec.Replicas).To(BeEquivalentTo(3))
+	g.Expect(three.Spec.PodManagementPolicy).To(Equal(appsv1.ParallelPodManagement))
+	g.Expect(three.Spec.VolumeClaimTemplates).To(HaveLen(1), "a claim per member, from one template")
+	g.Expect(three.Spec.Template.Spec.Containers[0].Command).To(ContainElements(
+		"--initial-cluster=demo-etcd-0=https://demo-etcd-0.demo-etcd.team-a.svc:2380,"+
+			"demo-etcd-1=https://demo-etcd-1.demo-etcd.team-a.svc:2380,demo-etcd-2=https://demo-etcd-2.demo-etcd.team-a.svc:2380",
+		"--initial-advertise-peer-urls=https://$(POD_NAME).demo-etcd.team-a.svc:2380",
+		"--advertise-client-urls=https://$(POD_NAME).demo-etcd.team-a.svc:2379"))
+	g.Expect(in.Deployment("hash").Spec.Template.Spec.Containers[0].Command).To(ContainElement(
+		"--etcd-servers=https://demo-etcd-0.demo-etcd.team-a.svc:2379,https://demo-etcd-1.demo-etcd.team-a.svc:2379,https://demo-etcd-2.demo-etcd.team-a.svc:2379"))
+	g.Expect(EtcdMember("demo", "team-a", 2)).To(Equal(backup.Member{Name: "demo-etcd-2", PeerURL: "https://demo-etcd-2.demo-etcd.team-a.svc:2380"}))
+	g.Expect(EtcdClaimName("demo", 2)).To(Equal("data-demo-etcd-2"))
+
+	// Members reach each other's peer port; nothing else does.
+	peers := in.Policies()[0].Spec.Ingress[1]
+	g.Expect(peers.From).To(ConsistOf(HaveField("PodSelector.MatchLabels", selector("demo", ComponentEtcd))))
+	g.Expect(peers.Ports).To(ConsistOf(HaveField("Port.IntVal", BeEquivalentTo(EtcdPeerPort))))
 }

@@ -70,18 +70,36 @@ func EtcdPolicyName(cluster string) string { return cluster + "-etcd" }
 func APIPolicyName(cluster string) string  { return cluster + "-control-plane" }
 func jobName(cluster, hash string) string  { return cluster + "-kubeadm-" + hash[:8] }
 
-// EtcdMemberName and EtcdPeerURL are the one member's identity, as its pod runs it.
-func EtcdMemberName(cluster string) string { return EtcdName(cluster) + "-0" }
-func EtcdPeerURL(cluster, ns string) string {
-	return "https://" + etcdHost(cluster, ns) + ":" + strconv.Itoa(EtcdPeerPort)
+// EtcdSelector selects the cluster's etcd pods.
+func EtcdSelector(cluster string) map[string]string { return selector(cluster, ComponentEtcd) }
+
+// EtcdMembers is the number of members of a hosted etcd.
+func EtcdMembers(hcp *hcpv1.HostedControlPlane) int { return max(1, int(hcp.Spec.Etcd.Members)) }
+
+// EtcdMember is member i's identity, as its pod (the StatefulSet's i-th) runs it.
+func EtcdMember(cluster, ns string, i int) backup.Member {
+	return backup.Member{Name: etcdPodName(cluster, i), PeerURL: "https://" + etcdHost(cluster, ns, i) + ":" + strconv.Itoa(EtcdPeerPort)}
 }
 
-// EtcdClaimName is the member's data claim, as the StatefulSet controller names it.
-func EtcdClaimName(cluster string) string { return "data-" + EtcdMemberName(cluster) }
+// EtcdClaimName is member i's data claim, as the StatefulSet controller names it.
+func EtcdClaimName(cluster string, i int) string { return "data-" + etcdPodName(cluster, i) }
 
-func etcdHost(cluster, ns string) string {
-	return EtcdName(cluster) + "-0." + EtcdName(cluster) + "." + ns + ".svc"
+func etcdPodName(cluster string, i int) string { return EtcdName(cluster) + "-" + strconv.Itoa(i) }
+
+// etcdHost is member i's stable name under the headless Service.
+func etcdHost(cluster, ns string, i int) string {
+	return etcdPodName(cluster, i) + "." + EtcdName(cluster) + "." + ns + ".svc"
 }
+
+// etcdClientURLs are every member's client URL, as kube-apiserver's --etcd-servers.
+func etcdClientURLs(cluster, ns string, n int) string {
+	urls := make([]string, n)
+	for i := range n {
+		urls[i] = "https://" + net.JoinHostPort(etcdHost(cluster, ns, i), strconv.Itoa(EtcdPort))
+	}
+	return strings.Join(urls, ",")
+}
+
 func selector(cluster, component string) map[string]string {
 	return map[string]string{clusterv1.ClusterNameLabel: cluster, ComponentLabel: component}
 }
@@ -147,7 +165,7 @@ func (in Input) KubeadmConfig() (*corev1.ConfigMap, error) {
 	s := in.HCP.Spec
 	ns := in.ns()
 	svc := ServiceName(in.Cluster)
-	etcdSANs := []string{etcdHost(in.Cluster, ns), EtcdName(in.Cluster) + "." + ns + ".svc", "localhost", "127.0.0.1"}
+	etcdSANs := []string{etcdHost(in.Cluster, ns, 0), EtcdName(in.Cluster) + "." + ns + ".svc", "localhost", "127.0.0.1"}
 	apiSANs := append([]string{svc, svc + "." + ns, svc + "." + ns + ".svc", "localhost", "127.0.0.1", in.ServiceIP}, s.Service.CertSANs...)
 	if s.Service.Host != "" {
 		apiSANs = append(apiSANs, s.Service.Host)
@@ -282,7 +300,7 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 		"etcd-cafile":                        "/etc/kubernetes/pki/etcd/ca.crt",
 		"etcd-certfile":                      "/etc/kubernetes/pki/apiserver-etcd-client.crt",
 		"etcd-keyfile":                       "/etc/kubernetes/pki/apiserver-etcd-client.key",
-		"etcd-servers":                       "https://" + net.JoinHostPort(etcdHost(c, in.ns()), strconv.Itoa(EtcdPort)),
+		"etcd-servers":                       etcdClientURLs(c, in.ns(), EtcdMembers(in.HCP)),
 		"kubelet-client-certificate":         "/etc/kubernetes/pki/apiserver-kubelet-client.crt",
 		"kubelet-client-key":                 "/etc/kubernetes/pki/apiserver-kubelet-client.key",
 		"kubelet-preferred-address-types":    "InternalIP,ExternalIP,Hostname",
@@ -473,7 +491,7 @@ func (in Input) Job(hash string) *batchv1.Job {
 func JobSelector(cluster string) map[string]string { return selector(cluster, ComponentKubeadm) }
 
 // Policies fence the control-plane pods: only the cluster's own API server pods
-// reach its etcd; the API server's and the konnectivity server's ports are open (the endpoint is meant to be
+// (and backup Jobs) reach its etcd, only its own members its peer port; the API server's and the konnectivity server's ports are open (the endpoint is meant to be
 // reached, as a VM control plane's is: the tenant's VMs, Cluster API's and knest's
 // controllers, users through a NodePort or load balancer), and nothing else of its
 // pods is. The VMs' own policy (pkg/cluster) lets them reach pods of their cluster.
@@ -501,6 +519,10 @@ func (in Input) Policies() []*networkingv1.NetworkPolicy {
 				{PodSelector: &metav1.LabelSelector{MatchLabels: backup.Selector(c, backup.ComponentBackup)}},
 			},
 			Ports: []networkingv1.NetworkPolicyPort{port(EtcdPort)},
+		}, {
+			// Members of a three-member etcd replicate to each other.
+			From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selector(c, ComponentEtcd)}}},
+			Ports: []networkingv1.NetworkPolicyPort{port(EtcdPeerPort)},
 		}}),
 		policy(APIPolicyName(c), ComponentAPIServer, []networkingv1.NetworkPolicyIngressRule{{
 			Ports: []networkingv1.NetworkPolicyPort{port(APIServerPort), port(KonnectivityPort)},

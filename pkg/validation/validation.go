@@ -181,6 +181,9 @@ const (
 	hostedNeedsModeMsg    = "controlPlane.hosted needs controlPlane.mode Hosted"
 	etcdEphemeralMessage  = "controlPlane.etcd.ephemeral keeps etcd off any volume: it cannot have a storageClassName or size too"
 	etcdSizeMessage       = "controlPlane.etcd.size must be from 1Gi to 64Gi, e.g. 4Gi"
+	etcdMembersMessage    = "controlPlane.etcd.members must be 1 or 3: three members keep quorum when one is lost"
+	etcdMembersModeMsg    = "controlPlane.etcd.members needs controlPlane.mode Hosted: a VM control plane runs one etcd member per node (controlPlane.replicas)"
+	etcdEphemeralMembers  = "controlPlane.etcd.ephemeral has one member: a member that restarts on an empty directory cannot rejoin the others"
 )
 
 func hostedControlPlane(cp *knestv1.ControlPlaneSpec, path *field.Path) field.ErrorList {
@@ -189,6 +192,9 @@ func hostedControlPlane(cp *knestv1.ControlPlaneSpec, path *field.Path) field.Er
 	case "", knestv1.ControlPlaneVM:
 		if cp.Hosted != nil {
 			errs = append(errs, field.Invalid(path.Child("hosted"), "{...}", hostedNeedsModeMsg))
+		}
+		if cp.Etcd.Members != 0 {
+			errs = append(errs, field.Invalid(path.Child("etcd", "members"), cp.Etcd.Members, etcdMembersModeMsg))
 		}
 	case knestv1.ControlPlaneHosted:
 		if cp.Replicas != 1 && cp.Replicas != 3 {
@@ -213,6 +219,12 @@ func etcd(e *knestv1.EtcdSpec, path *field.Path) field.ErrorList {
 	}
 	if e.Ephemeral && (e.StorageClassName != "" || e.Size != nil) {
 		errs = append(errs, field.Invalid(path, "{...}", etcdEphemeralMessage))
+	}
+	if e.Members != 0 && e.Members != 1 && e.Members != 3 {
+		errs = append(errs, field.Invalid(path.Child("members"), e.Members, etcdMembersMessage))
+	}
+	if e.Ephemeral && e.Members > 1 {
+		errs = append(errs, field.Invalid(path, "{...}", etcdEphemeralMembers))
 	}
 	return errs
 }

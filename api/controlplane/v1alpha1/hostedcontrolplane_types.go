@@ -106,7 +106,13 @@ type NetworkSpec struct {
 
 // EtcdSpec is etcd's storage.
 // +kubebuilder:validation:XValidation:rule="!has(self.ephemeral) || !self.ephemeral || !has(self.storageClassName) || size(self.storageClassName) == 0",message="etcd.ephemeral puts etcd on an emptyDir: it cannot have a storageClassName too"
+// +kubebuilder:validation:XValidation:rule="!has(self.ephemeral) || !self.ephemeral || !has(self.members) || self.members == 1",message="etcd.ephemeral has one member"
 type EtcdSpec struct {
+	// members of etcd, each a pod of its StatefulSet on its own volume: 1 or 3.
+	// +kubebuilder:validation:Enum=1;3
+	// +kubebuilder:default=1
+	// +optional
+	Members int32 `json:"members,omitempty"`
 	// storageClassName of etcd's volume; empty means the host's default class.
 	// Without either, etcd waits (condition Available says why) unless ephemeral.
 	// +kubebuilder:validation:MaxLength=253

@@ -64,7 +64,7 @@ func (r *Reconciler) reconcileRestore(ctx context.Context, nc *knestv1.NestedClu
 			return ctrl.Result{RequeueAfter: time.Second}, nil
 		}
 		// Nothing of an earlier restore's Job may count for this one.
-		if gone, err := r.deleteRestoreJob(ctx, nc); err != nil || !gone {
+		if gone, err := r.deleteRestoreJobs(ctx, nc); err != nil || !gone {
 			return ctrl.Result{RequeueAfter: poll}, err
 		}
 		st.Restore = &knestv1.RestoreStatus{Snapshot: snap, Phase: knestv1.RestoreRunning, StartedAt: ptr.To(metav1.NewTime(r.now()))}
@@ -83,11 +83,13 @@ func (r *Reconciler) restoreHosted(ctx context.Context, nc *knestv1.NestedCluste
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: nc.Namespace, Name: cluster.ControlPlaneName(nc.Name)}, hcp); err != nil {
 		return ctrl.Result{}, err
 	}
-	if job, ended, err := r.endedRestoreJob(ctx, nc); err != nil || ended {
+	n := hosted.EtcdMembers(hcp)
+	if jobs, ended, err := r.endedRestoreJobs(ctx, nc, n); err != nil || ended {
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		// etcd starts again on what the Job wrote (or, if it failed, on its old data).
+		// etcd starts again on what the Jobs wrote (or, if one failed, on data that
+		// may mix old and restored members: verify says so, and a new restore helps).
 		if _, stopped := hcp.Annotations[hcpv1.EtcdStoppedAnnotation]; stopped {
 			p := client.MergeFrom(hcp.DeepCopy())
 			delete(hcp.Annotations, hcpv1.EtcdStoppedAnnotation)
@@ -95,7 +97,7 @@ func (r *Reconciler) restoreHosted(ctx context.Context, nc *knestv1.NestedCluste
 				return ctrl.Result{}, err
 			}
 		}
-		return r.verify(ctx, nc, job)
+		return r.verify(ctx, nc, jobs)
 	}
 	if _, stopped := hcp.Annotations[hcpv1.EtcdStoppedAnnotation]; !stopped {
 		p := client.MergeFrom(hcp.DeepCopy())
@@ -104,17 +106,34 @@ func (r *Reconciler) restoreHosted(ctx context.Context, nc *knestv1.NestedCluste
 			return ctrl.Result{}, err
 		}
 	}
-	pod := &corev1.Pod{}
-	switch err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: nc.Namespace, Name: hosted.EtcdMemberName(nc.Name)}, pod); {
-	case err == nil:
-		nc.Status.Backup.Restore.Message = "Waiting for etcd's pod to stop"
-		return ctrl.Result{RequeueAfter: poll}, nil
-	case !apierrors.IsNotFound(err):
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(nc.Namespace), client.MatchingLabels(hosted.EtcdSelector(nc.Name))); err != nil {
 		return ctrl.Result{}, err
 	}
-	target := backup.RestoreTarget{Claim: hosted.EtcdClaimName(nc.Name),
-		Member: backup.Member{Name: hosted.EtcdMemberName(nc.Name), PeerURL: hosted.EtcdPeerURL(nc.Name, nc.Namespace)}}
-	return ctrl.Result{}, r.createRestoreJob(ctx, nc, in.RestoreJob(snap, target))
+	if len(pods.Items) > 0 {
+		nc.Status.Backup.Restore.Message = fmt.Sprintf("Waiting for etcd's pods to stop (%d left)", len(pods.Items))
+		return ctrl.Result{RequeueAfter: poll}, nil
+	}
+	// Every member from the same snapshot, each by its own Job on its own claim
+	// (claims of node-local classes may be on different nodes).
+	members := make([]backup.Member, n)
+	for i := range n {
+		members[i] = hosted.EtcdMember(nc.Name, nc.Namespace, i)
+	}
+	initial := ""
+	if n > 1 {
+		initial = backup.InitialCluster(members...)
+	}
+	for i, m := range members {
+		target := backup.RestoreTarget{Claim: hosted.EtcdClaimName(nc.Name, i), Member: m, Index: i, InitialCluster: initial}
+		if err := r.createRestoreJob(ctx, nc, in.RestoreJob(snap, target)); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if n > 1 {
+		nc.Status.Backup.Restore.Message = fmt.Sprintf("Restoring %d etcd members, a Job each", n)
+	}
+	return ctrl.Result{}, nil
 }
 
 func (r *Reconciler) restoreVM(ctx context.Context, nc *knestv1.NestedCluster, in backup.Input, snap string) (ctrl.Result, error) {
@@ -128,7 +147,7 @@ func (r *Reconciler) restoreVM(ctx context.Context, nc *knestv1.NestedCluster, i
 			fmt.Sprintf("a VM control plane is restored with one VM, and %d exist: wait for the control plane's rollout to end", len(vms.Items)))
 	}
 	vm := &vms.Items[0]
-	if job, ended, err := r.endedRestoreJob(ctx, nc); err != nil || ended {
+	if jobs, ended, err := r.endedRestoreJobs(ctx, nc, 1); err != nil || ended {
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -146,7 +165,7 @@ func (r *Reconciler) restoreVM(ctx context.Context, nc *knestv1.NestedCluster, i
 				return ctrl.Result{}, err
 			}
 		}
-		return r.verify(ctx, nc, job)
+		return r.verify(ctx, nc, jobs)
 	}
 	if !vmtemplate.HasEtcdDisk(vm) {
 		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed,
@@ -228,16 +247,21 @@ func (r *Reconciler) createRestoreJob(ctx context.Context, nc *knestv1.NestedClu
 	return nil
 }
 
-// endedRestoreJob is the restore Job once it has succeeded or failed.
-func (r *Reconciler) endedRestoreJob(ctx context.Context, nc *knestv1.NestedCluster) (*batchv1.Job, bool, error) {
-	job := &batchv1.Job{}
-	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: nc.Namespace, Name: backup.RestoreJobName(nc.Name)}, job); {
-	case apierrors.IsNotFound(err):
-		return nil, false, nil
-	case err != nil:
+// endedRestoreJobs are the restore's Jobs once all n have succeeded or failed.
+func (r *Reconciler) endedRestoreJobs(ctx context.Context, nc *knestv1.NestedCluster, n int) ([]batchv1.Job, bool, error) {
+	jobs := &batchv1.JobList{}
+	if err := r.Client.List(ctx, jobs, client.InNamespace(nc.Namespace), client.MatchingLabels(backup.Selector(nc.Name, backup.ComponentRestore))); err != nil {
 		return nil, false, err
 	}
-	return job, jobCondition(job, batchv1.JobComplete) != nil || jobCondition(job, batchv1.JobFailed) != nil, nil
+	if len(jobs.Items) < n {
+		return nil, false, nil
+	}
+	for i := range jobs.Items {
+		if jobCondition(&jobs.Items[i], batchv1.JobComplete) == nil && jobCondition(&jobs.Items[i], batchv1.JobFailed) == nil {
+			return nil, false, nil
+		}
+	}
+	return jobs.Items, true, nil
 }
 
 func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCondition {
@@ -257,17 +281,23 @@ const verifyTimeout = 30 * time.Minute
 // when it failed; succeeded when the tenant's API answers as the cluster knest
 // knows (status.tenantID), so that a restore is not called done while its control
 // plane still boots.
-func (r *Reconciler) verify(ctx context.Context, nc *knestv1.NestedCluster, job *batchv1.Job) (ctrl.Result, error) {
-	if failed := jobCondition(job, batchv1.JobFailed); failed != nil {
-		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed, "etcd started again on its old data: "+r.restoreFailure(ctx, nc, failed.Message))
+func (r *Reconciler) verify(ctx context.Context, nc *knestv1.NestedCluster, jobs []batchv1.Job) (ctrl.Result, error) {
+	var ended time.Time
+	for i := range jobs {
+		if failed := jobCondition(&jobs[i], batchv1.JobFailed); failed != nil {
+			what := "etcd started again on its old data: "
+			if len(jobs) > 1 {
+				what = fmt.Sprintf("Job %s failed, and etcd started again on what its Jobs left: restore again: ", jobs[i].Name)
+			}
+			return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed, what+r.restoreFailure(ctx, nc, failed.Message))
+		}
+		if c := jobCondition(&jobs[i], batchv1.JobComplete); c != nil && c.LastTransitionTime.After(ended) {
+			ended = c.LastTransitionTime.Time
+		}
 	}
 	id, err := r.Tenants.TenantID(ctx, nc)
 	if err == nil && (nc.Status.TenantID == "" || id == nc.Status.TenantID) {
 		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreSucceeded, "")
-	}
-	ended := job.CreationTimestamp.Time
-	if c := jobCondition(job, batchv1.JobComplete); c != nil {
-		ended = c.LastTransitionTime.Time
 	}
 	why := fmt.Sprintf("it answers as another cluster (kube-system %s, not %s)", id, nc.Status.TenantID)
 	if err != nil {
@@ -300,7 +330,7 @@ func (r *Reconciler) restoreFailure(ctx context.Context, nc *knestv1.NestedClust
 // finish records the restore's end, removes its Job and the annotation that
 // asked for it.
 func (r *Reconciler) finish(ctx context.Context, nc *knestv1.NestedCluster, phase knestv1.RestorePhase, msg string) error {
-	if _, err := r.deleteRestoreJob(ctx, nc); err != nil {
+	if _, err := r.deleteRestoreJobs(ctx, nc); err != nil {
 		return err
 	}
 	st := nc.Status.Backup.Restore
@@ -309,20 +339,19 @@ func (r *Reconciler) finish(ctx context.Context, nc *knestv1.NestedCluster, phas
 	return nil
 }
 
-// deleteRestoreJob deletes the cluster's restore Job, with its pods; true once
-// it is gone.
-func (r *Reconciler) deleteRestoreJob(ctx context.Context, nc *knestv1.NestedCluster) (bool, error) {
-	job := &batchv1.Job{}
-	switch err := r.Client.Get(ctx, client.ObjectKey{Namespace: nc.Namespace, Name: backup.RestoreJobName(nc.Name)}, job); {
-	case apierrors.IsNotFound(err):
-		return true, nil
-	case err != nil:
+// deleteRestoreJobs deletes the cluster's restore Jobs, with their pods; true
+// once they are gone.
+func (r *Reconciler) deleteRestoreJobs(ctx context.Context, nc *knestv1.NestedCluster) (bool, error) {
+	jobs := &batchv1.JobList{}
+	if err := r.Client.List(ctx, jobs, client.InNamespace(nc.Namespace), client.MatchingLabels(backup.Selector(nc.Name, backup.ComponentRestore))); err != nil {
 		return false, err
 	}
-	if job.DeletionTimestamp.IsZero() {
-		if err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
-			return false, err
+	for i := range jobs.Items {
+		if job := &jobs.Items[i]; job.DeletionTimestamp.IsZero() {
+			if err := r.Client.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationForeground)); client.IgnoreNotFound(err) != nil {
+				return false, err
+			}
 		}
 	}
-	return false, nil
+	return len(jobs.Items) == 0, nil
 }

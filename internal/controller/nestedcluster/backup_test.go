@@ -292,7 +292,7 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 		metav1.SetMetaDataAnnotation(&nc.ObjectMeta, knestv1.RestoreFromAnnotation, snap)
 	})
 	hcp := &hcpv1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster.ControlPlaneName(nc.Name)}}
-	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backup.RestoreJobName(nc.Name)}}
+	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backup.RestoreJobName(nc.Name, 0)}}
 	g.Eventually(func(g Gomega) {
 		get(g, hcp)
 		g.Expect(hcp.Annotations).To(HaveKeyWithValue(hcpv1.EtcdStoppedAnnotation, snap), "etcd stopped first")
@@ -303,7 +303,8 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	c := job.Spec.Template.Spec.Containers[0]
 	g.Expect(c.Args).To(ContainElements("--snapshot=/backups/"+snap, "--name=rh-etcd-0",
-		"--peer-url="+hosted.EtcdPeerURL(nc.Name, ns), "--data-dir=/var/lib/etcd"))
+		"--peer-url="+hosted.EtcdMember(nc.Name, ns, 0).PeerURL, "--data-dir=/var/lib/etcd"))
+	g.Expect(strings.Join(c.Args, " ")).NotTo(ContainSubstring("--initial-cluster"), "a member alone")
 	var claims []string
 	for _, v := range job.Spec.Template.Spec.Volumes {
 		if v.PersistentVolumeClaim != nil {
@@ -358,6 +359,86 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 		get(g, nc)
 		g.Expect(nc.Status.Backup.Restore.Phase).To(Equal(knestv1.RestoreFailed))
 		g.Expect(nc.Status.Backup.Restore.Message).To(ContainSubstring("etcd started again on its old data"))
+		get(g, hcp)
+		g.Expect(hcp.Annotations).NotTo(HaveKey(hcpv1.EtcdStoppedAnnotation))
+	}, timeout, interval).Should(Succeed())
+}
+
+// Three hosted members: the restore waits for every etcd pod to go, then restores
+// each member by its own Job on its own claim, all from the snapshot and with the
+// same initial cluster; one failed Job fails the restore and says which.
+func TestHostedRestoreOfThreeMembers(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startController(t)
+	ns := namespace(t, g)
+	nc := newCluster(ns, "r3")
+	nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+	nc.Spec.ControlPlane.Etcd.Members = 3
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+	snap := withSnapshot(g, nc)
+	hcp := &hcpv1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster.ControlPlaneName(nc.Name)}}
+	g.Eventually(func(g Gomega) {
+		get(g, hcp)
+		g.Expect(hcp.Spec.Etcd.Members).To(BeEquivalentTo(3))
+	}, timeout, interval).Should(Succeed())
+
+	// A member still running (no kubelet here: the test plays the StatefulSet's pod).
+	member := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r3-etcd-1", Labels: hosted.EtcdSelector(nc.Name)},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "registry.k8s.io/etcd:3.6.6-0"}}},
+	}
+	g.Expect(env.Client.Create(ctx, member)).To(Succeed())
+	update(g, nc, func(nc *knestv1.NestedCluster) {
+		metav1.SetMetaDataAnnotation(&nc.ObjectMeta, knestv1.RestoreFromAnnotation, snap)
+	})
+	g.Eventually(func(g Gomega) {
+		get(g, hcp)
+		g.Expect(hcp.Annotations).To(HaveKeyWithValue(hcpv1.EtcdStoppedAnnotation, snap))
+		get(g, nc)
+		g.Expect(nc.Status.Backup.Restore).NotTo(BeNil())
+		g.Expect(nc.Status.Backup.Restore.Message).To(Equal("Waiting for etcd's pods to stop (1 left)"))
+	}, timeout, interval).Should(Succeed())
+	jobs := &batchv1.JobList{}
+	g.Expect(env.Client.List(ctx, jobs, client.InNamespace(ns), client.MatchingLabels(backup.Selector(nc.Name, backup.ComponentRestore)))).To(Succeed())
+	g.Expect(jobs.Items).To(BeEmpty(), "no member is written while one runs")
+	g.Expect(env.Client.Delete(ctx, member, client.GracePeriodSeconds(0))).To(Succeed())
+
+	initial := "--initial-cluster=r3-etcd-0=https://r3-etcd-0.r3-etcd." + ns + ".svc:2380,r3-etcd-1=https://r3-etcd-1.r3-etcd." + ns +
+		".svc:2380,r3-etcd-2=https://r3-etcd-2.r3-etcd." + ns + ".svc:2380"
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.List(ctx, jobs, client.InNamespace(ns), client.MatchingLabels(backup.Selector(nc.Name, backup.ComponentRestore)))).To(Succeed())
+		g.Expect(jobs.Items).To(HaveLen(3))
+		get(g, nc)
+		g.Expect(nc.Status.Backup.Restore.Message).To(Equal("Restoring 3 etcd members, a Job each"))
+	}, timeout, interval).Should(Succeed())
+	for i := range 3 {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backup.RestoreJobName(nc.Name, i)}}
+		get(g, job)
+		m := hosted.EtcdMember(nc.Name, ns, i)
+		g.Expect(job.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--snapshot=/backups/"+snap, "--name="+m.Name, "--peer-url="+m.PeerURL, initial))
+		var claims []string
+		for _, v := range job.Spec.Template.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				claims = append(claims, v.PersistentVolumeClaim.ClaimName)
+			}
+		}
+		g.Expect(claims).To(ConsistOf("r3-etcd-backups", hosted.EtcdClaimName(nc.Name, i)))
+		if i < 2 {
+			completeJob(g, job, false)
+			// Not done while a member's Job runs: etcd stays stopped.
+			g.Consistently(func(g Gomega) {
+				get(g, hcp)
+				g.Expect(hcp.Annotations).To(HaveKey(hcpv1.EtcdStoppedAnnotation))
+			}, time.Second, interval).Should(Succeed())
+		} else {
+			completeJob(g, job, true)
+		}
+	}
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Backup.Restore.Phase).To(Equal(knestv1.RestoreFailed))
+		g.Expect(nc.Status.Backup.Restore.Message).To(ContainSubstring("Job r3-etcd-restore-2 failed, and etcd started again on what its Jobs left: restore again"))
 		get(g, hcp)
 		g.Expect(hcp.Annotations).NotTo(HaveKey(hcpv1.EtcdStoppedAnnotation))
 	}, timeout, interval).Should(Succeed())

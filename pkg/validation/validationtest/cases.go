@@ -74,6 +74,20 @@ var Cases = []Case{
 	{Name: "etcd ephemeral with a class", Mutate: func(nc *knestv1.NestedCluster) {
 		nc.Spec.ControlPlane.Etcd = knestv1.EtcdSpec{Ephemeral: true, StorageClassName: "standard"}
 	}, Field: "spec.controlPlane.etcd", Message: "ephemeral keeps etcd off any volume", Shared: true},
+	{Name: "hosted etcd of three members", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Etcd.Members = 3
+	}},
+	{Name: "hosted etcd of two members", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Etcd.Members = 2
+	}, Field: "spec.controlPlane.etcd.members", Message: "controlPlane.etcd.members must be 1 or 3", Shared: true},
+	{Name: "etcd members on a VM control plane", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Etcd.Members = 3 },
+		Field: "spec.controlPlane", Message: "controlPlane.etcd.members needs controlPlane.mode Hosted", Shared: true},
+	{Name: "ephemeral etcd of three members", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Etcd = knestv1.EtcdSpec{Ephemeral: true, Members: 3}
+	}, Field: "spec.controlPlane.etcd", Message: "controlPlane.etcd.ephemeral has one member", Shared: true},
 	{Name: "etcd volume too small", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Etcd.Size = qty("512Mi") },
 		Field: "spec.controlPlane.etcd.size", Message: "from 1Gi to 64Gi", Shared: true},
 	{Name: "unknown control-plane mode", Mutate: func(nc *knestv1.NestedCluster) {

@@ -38,6 +38,7 @@ type flagpole struct {
 	EtcdStorageClass   string
 	EtcdSize           string
 	EtcdEphemeral      bool
+	EtcdMembers        int32
 
 	PodCIDR     string
 	ServiceCIDR string
@@ -98,6 +99,7 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fs.StringVar(&flags.DiskSize, "disk-size", "", "size of a datavolume root disk, e.g. 20Gi")
 	fs.StringVar(&flags.EtcdStorageClass, "etcd-storage-class", "", "StorageClass of etcd's volume (default the host's default class)")
 	fs.StringVar(&flags.EtcdSize, "etcd-size", "", "size of etcd's volume, 1Gi to 64Gi; etcd's quota is 3/4 of it (default 2Gi)")
+	fs.Int32Var(&flags.EtcdMembers, "etcd-members", 0, "members of a hosted etcd, each on its own volume: 1 or 3, which keeps the API writable while one is lost (default 1)")
 	fs.BoolVar(&flags.EtcdEphemeral, "etcd-ephemeral", false, "keep etcd off any volume: the tenant's objects are lost with the etcd pod or control-plane VM")
 	fs.StringVar(&flags.PodCIDR, "pod-cidr", "", "tenant pod network, IPv4 /8 to /24 (default "+knestv1.DefaultPodCIDR+")")
 	fs.StringVar(&flags.ServiceCIDR, "service-cidr", "", "tenant service network, IPv4 /12 to /24 (default "+knestv1.DefaultServiceCIDR+")")

@@ -160,7 +160,7 @@ func fromFlags(cmd *cobra.Command, flags *flagpole, args []string) (*knestv1.Nes
 	}
 	s.ControlPlane.Image = flags.Image
 	s.ControlPlane.RootDisk = machine.RootDisk
-	s.ControlPlane.Etcd = knestv1.EtcdSpec{StorageClassName: flags.EtcdStorageClass, Ephemeral: flags.EtcdEphemeral}
+	s.ControlPlane.Etcd = knestv1.EtcdSpec{Members: flags.EtcdMembers, StorageClassName: flags.EtcdStorageClass, Ephemeral: flags.EtcdEphemeral}
 	if s.ControlPlane.Etcd.Size, err = quantityFlag("etcd-size", flags.EtcdSize, "is not a size: use a quantity such as 4Gi", "4Gi"); err != nil {
 		return nil, err
 	}
@@ -278,7 +278,8 @@ func flagFor(path string) string {
 		{"spec.controlPlane.image", "--image"},
 		{"spec.controlPlane.rootDisk", "--root-disk/--disk-size"},
 		{"spec.controlPlane.etcd.size", "--etcd-size"},
-		{"spec.controlPlane.etcd", "--etcd-storage-class/--etcd-size/--etcd-ephemeral"},
+		{"spec.controlPlane.etcd.members", "--etcd-members"},
+		{"spec.controlPlane.etcd", "--etcd-storage-class/--etcd-size/--etcd-ephemeral/--etcd-members"},
 		{"spec.network.podCIDR", "--pod-cidr"},
 		{"spec.network.serviceCIDR", "--service-cidr"},
 		{"spec.network.dnsDomain", "--dns-domain"},

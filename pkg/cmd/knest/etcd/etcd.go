@@ -81,11 +81,11 @@ func newSnapshot() *cobra.Command {
 }
 
 func newRestore() *cobra.Command {
-	var snapshot, dataDir, diskImage string
+	var snapshot, dataDir, diskImage, initialCluster string
 	var m backup.Member
 	cmd := &cobra.Command{
 		Use:   "restore",
-		Short: "Make a one-member etcd data directory from a snapshot, optionally as a VM's etcd disk image",
+		Short: "Make an etcd member's data directory from a snapshot, optionally as a VM's etcd disk image",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !backup.ValidSnapshotName(filepath.Base(snapshot)) {
@@ -94,7 +94,7 @@ func newRestore() *cobra.Command {
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return err
 			}
-			if err := backup.Restore(zap.NewNop(), snapshot, dataDir, m); err != nil {
+			if err := backup.Restore(zap.NewNop(), snapshot, dataDir, m, initialCluster); err != nil {
 				return err
 			}
 			if diskImage != "" {
@@ -111,6 +111,7 @@ func newRestore() *cobra.Command {
 	cmd.Flags().StringVar(&diskImage, "disk-image", "", "a VM's etcd disk image to replace with the restored data, for its knest-etcd-disk script")
 	cmd.Flags().StringVar(&m.Name, "name", "", "member name")
 	cmd.Flags().StringVar(&m.PeerURL, "peer-url", "", "member peer URL")
+	cmd.Flags().StringVar(&initialCluster, "initial-cluster", "", "every member, as etcd's --initial-cluster (default the member alone)")
 	for _, f := range []string{"snapshot", "data-dir", "name", "peer-url"} {
 		_ = cmd.MarkFlagRequired(f)
 	}
