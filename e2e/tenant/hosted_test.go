@@ -46,7 +46,8 @@ func TestHostedCluster(t *testing.T) {
 		step := "create hosted"
 		go watchCreate(ctx, step, key, start)
 		go watchHostedAPI(ctx, step, key, start)
-		_, err := createCluster(t, ctx, key, append(slices.Clone(hostedFlags), "--workers", "1"), "--timeout", createTimeout.String())
+		// Three etcd members: each deleted, and restored, with the others.
+		_, err := createCluster(t, ctx, key, append(slices.Clone(hostedFlags), "--workers", "1", "--etcd-members", "3"), "--timeout", createTimeout.String())
 		g.Expect(err).NotTo(HaveOccurred(), "knest create")
 		s.timeline.add(step, "knest create returned (Ready)", time.Since(start))
 

@@ -79,12 +79,15 @@ func expectTenantStateKept(t *testing.T, key client.ObjectKey, tc tenant) {
 
 // expectHostedEtcdSurvives deletes a hosted tenant's etcd pods, all at once, then
 // its StatefulSet: each time the tenant comes back with the object written before,
-// on the same volume, and its node stays Ready.
+// on the same volumes, and its node stays Ready.
 func expectHostedEtcdSurvives(t *testing.T, key client.ObjectKey, tc tenant) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	const step = "hosted etcd lost"
 	expectTenantStateKept(t, key, tc)
+	nc := &knestv1.NestedCluster{}
+	g.Expect(s.host.Get(ctx, key, nc)).To(Succeed())
+	members := max(1, int(nc.Spec.ControlPlane.Etcd.Members))
 	claims := func() map[string]string {
 		list := &corev1.PersistentVolumeClaimList{}
 		g.Expect(s.host.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabels(hosted.EtcdClaimSelector(key.Name)))).To(Succeed())
@@ -95,19 +98,21 @@ func expectHostedEtcdSurvives(t *testing.T, key client.ObjectKey, tc tenant) {
 		return out
 	}
 	before := claims()
-	g.Expect(before).NotTo(BeEmpty(), "etcd has no claim")
+	g.Expect(before).To(HaveLen(members), "a claim per etcd member")
 
 	etcdPods := client.MatchingLabels{hosted.ComponentLabel: hosted.ComponentEtcd}
-	// newEtcdReady waits for a ready etcd pod that is none of old: the object is read
-	// only from an etcd that started again (a terminating one still serves).
+	// newEtcdReady waits for every member's pod ready, none of them one of old: the
+	// object is read only from an etcd that started again (a terminating one still
+	// serves).
 	newEtcdReady := func(old map[string]bool) {
 		g.Eventually(func(g Gomega) {
 			pods := &corev1.PodList{}
 			g.Expect(s.host.List(ctx, pods, client.InNamespace(key.Namespace), etcdPods)).To(Succeed())
-			g.Expect(pods.Items).To(HaveLen(1))
-			p := pods.Items[0]
-			g.Expect(old).NotTo(HaveKey(string(p.UID)), "the old etcd pod is still there")
-			g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.PodReady), HaveField("Status", corev1.ConditionTrue))))
+			g.Expect(pods.Items).To(HaveLen(members))
+			for _, p := range pods.Items {
+				g.Expect(old).NotTo(HaveKey(string(p.UID)), "the old etcd pod %s is still there", p.Name)
+				g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.PodReady), HaveField("Status", corev1.ConditionTrue))), "pod %s", p.Name)
+			}
 		}, tenantTimeout, 2*time.Second).Should(Succeed())
 	}
 	podUIDs := func() map[string]bool {
@@ -126,7 +131,7 @@ func expectHostedEtcdSurvives(t *testing.T, key client.ObjectKey, tc tenant) {
 	// At once, as a crash: no graceful shutdown.
 	g.Expect(s.host.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(key.Namespace), etcdPods, client.GracePeriodSeconds(0))).To(Succeed())
 	newEtcdReady(old)
-	s.timeline.add(step, "every etcd pod deleted: a new one ready", time.Since(start))
+	s.timeline.add(step, fmt.Sprintf("every etcd pod deleted: new ones ready (%d)", members), time.Since(start))
 	s.timeline.add(step, "every etcd pod deleted: the object is back", expectStateMarker(t, tc, cm, start))
 
 	cm = writeStateMarker(t, tc, "before the etcd StatefulSet was deleted")
@@ -135,9 +140,9 @@ func expectHostedEtcdSurvives(t *testing.T, key client.ObjectKey, tc tenant) {
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: hosted.EtcdName(key.Name)}}
 	g.Expect(s.host.Delete(ctx, sts)).To(Succeed())
 	newEtcdReady(old)
-	s.timeline.add(step, "the etcd StatefulSet deleted: a new pod ready", time.Since(start))
+	s.timeline.add(step, fmt.Sprintf("the etcd StatefulSet deleted: new pods ready (%d)", members), time.Since(start))
 	s.timeline.add(step, "the etcd StatefulSet deleted: the object is back", expectStateMarker(t, tc, cm, start))
-	g.Expect(claims()).To(Equal(before), "etcd's volume was not the one it had")
+	g.Expect(claims()).To(Equal(before), "etcd's volumes were not the ones it had")
 
 	expectNodesReady(t, tc, 1)
 	expectTenantStateKept(t, key, tc)
