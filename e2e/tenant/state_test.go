@@ -93,7 +93,9 @@ func expectHostedEtcdSurvives(t *testing.T, key client.ObjectKey, tc tenant) {
 		g.Expect(s.host.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabels(hosted.EtcdClaimSelector(key.Name)))).To(Succeed())
 		out := map[string]string{}
 		for _, c := range list.Items {
-			out[c.Name] = string(c.UID)
+			if hosted.IsEtcdClaim(key.Name, c.Name) {
+				out[c.Name] = string(c.UID)
+			}
 		}
 		return out
 	}
