@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -276,10 +277,12 @@ func expectServiceAnswers(t *testing.T, tc tenant, replicas int32) {
 		ObjectMeta: metav1.ObjectMeta{Name: echoName, Namespace: "default"},
 		Spec:       corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
 	}
+	// Creates are retried: a control plane busy with a booting node can time out a
+	// request it then carries out, and the retry finds the object there.
 	for _, o := range []client.Object{dep, svc} {
-		if err := tc.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("creating %T: %v", o, err)
-		}
+		g.Eventually(func() error {
+			return client.IgnoreAlreadyExists(tc.Create(ctx, o.DeepCopyObject().(client.Object)))
+		}, tenantTimeout, poll).Should(Succeed(), "creating %T", o)
 	}
 	g.Eventually(func(g Gomega) {
 		d := &appsv1.Deployment{}
@@ -288,7 +291,8 @@ func expectServiceAnswers(t *testing.T, tc tenant, replicas int32) {
 	}, tenantTimeout, poll).Should(Succeed())
 
 	probe := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: "default"},
+		// Named here, not by the API server, so that a retried create cannot make two.
+		ObjectMeta: metav1.ObjectMeta{Name: "probe-" + utilrand.String(5), Namespace: "default"},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyOnFailure,
 			Containers: []corev1.Container{{
@@ -302,7 +306,9 @@ func expectServiceAnswers(t *testing.T, tc tenant, replicas int32) {
 			}},
 		},
 	}
-	g.Expect(tc.Create(ctx, probe)).To(Succeed())
+	g.Eventually(func() error {
+		return client.IgnoreAlreadyExists(tc.Create(ctx, probe.DeepCopy()))
+	}, tenantTimeout, poll).Should(Succeed(), "creating the probe pod")
 	g.Eventually(func(g Gomega) {
 		p := &corev1.Pod{}
 		g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(probe), p)).To(Succeed())
