@@ -234,6 +234,17 @@ func withSnapshot(g Gomega, nc *knestv1.NestedCluster) string {
 
 func ptrTo[T any](v T) *T { return &v }
 
+// jobClaims are the claims a Job's pods mount.
+func jobClaims(job *batchv1.Job) []string {
+	var claims []string
+	for _, v := range job.Spec.Template.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			claims = append(claims, v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	return claims
+}
+
 // completeJob writes what the Job controller writes when a Job's pod ends.
 func completeJob(g Gomega, job *batchv1.Job, failed bool) {
 	now := metav1.Now()
@@ -305,13 +316,7 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 	g.Expect(c.Args).To(ContainElements("--snapshot=/backups/"+snap, "--name=rh-etcd-0",
 		"--peer-url="+hosted.EtcdMember(nc.Name, ns, 0).PeerURL, "--data-dir=/var/lib/etcd"))
 	g.Expect(strings.Join(c.Args, " ")).NotTo(ContainSubstring("--initial-cluster"), "a member alone")
-	var claims []string
-	for _, v := range job.Spec.Template.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil {
-			claims = append(claims, v.PersistentVolumeClaim.ClaimName)
-		}
-	}
-	g.Expect(claims).To(ConsistOf("rh-etcd-backups", "data-rh-etcd-0"))
+	g.Expect(jobClaims(job)).To(ConsistOf("rh-etcd-backups", "data-rh-etcd-0"))
 	// No scheduled snapshot of an etcd being replaced.
 	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backup.CronJobName(nc.Name)}}
 	get(g, cj)
@@ -417,13 +422,7 @@ func TestHostedRestoreOfThreeMembers(t *testing.T) {
 		get(g, job)
 		m := hosted.EtcdMember(nc.Name, ns, i)
 		g.Expect(job.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--snapshot=/backups/"+snap, "--name="+m.Name, "--peer-url="+m.PeerURL, initial))
-		var claims []string
-		for _, v := range job.Spec.Template.Spec.Volumes {
-			if v.PersistentVolumeClaim != nil {
-				claims = append(claims, v.PersistentVolumeClaim.ClaimName)
-			}
-		}
-		g.Expect(claims).To(ConsistOf("r3-etcd-backups", hosted.EtcdClaimName(nc.Name, i)))
+		g.Expect(jobClaims(job)).To(ConsistOf("r3-etcd-backups", hosted.EtcdClaimName(nc.Name, i)))
 		if i < 2 {
 			completeJob(g, job, false)
 			// Not done while a member's Job runs: etcd stays stopped.
