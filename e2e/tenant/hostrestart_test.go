@@ -57,8 +57,7 @@ func TestHostRestart(t *testing.T) {
 	})
 	const step = "host restarted"
 
-	markers := map[client.ObjectKey]*corev1.ConfigMap{}
-	ok := t.Run("create a hosted and a VM tenant, each with an object", func(t *testing.T) {
+	ok := t.Run("create a hosted and a VM tenant", func(t *testing.T) {
 		for _, tn := range tenants {
 			ctx, cancel := context.WithTimeout(t.Context(), createTimeout)
 			start := time.Now()
@@ -69,17 +68,26 @@ func TestHostRestart(t *testing.T) {
 			tc := tenantClient(t, tn.key)
 			expectNodesReady(t, tc, tn.nodes)
 			expectTenantStateKept(t, tn.key, tc)
-			markers[tn.key] = writeStateMarker(t, tc, "before the host restarted")
 		}
 	})
 	if !ok {
 		return
 	}
 
+	// make e2e restores a hosted tenant; a VM tenant's restore (its control-plane VM
+	// halted and started on the restored disk) is one VM boot too many for CI.
+	t.Run("the VM tenant: backup, objects changed, restore: back at the snapshot", func(t *testing.T) {
+		expectBackupRestore(t, vm, tenantClient(t, vm), 1)
+	})
+
 	t.Run("the host restarted: every tenant back with its objects, its nodes Ready", func(t *testing.T) {
 		g := NewWithT(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
+		markers := map[client.ObjectKey]*corev1.ConfigMap{}
+		for _, tn := range tenants {
+			markers[tn.key] = writeStateMarker(t, tenantClient(t, tn.key), "before the host restarted")
+		}
 		start := time.Now()
 		lost := &stateLostWatch{}
 		for _, tn := range tenants {

@@ -64,10 +64,9 @@ func TestTenantCluster(t *testing.T) {
 	if full && !second {
 		t.Logf("step 3 (a second cluster) left out: %s=false", envSecondCluster)
 	}
-	// make e2e boots one worker VM, not two: on 2 emulated cores each worker join
-	// takes 15–25 minutes (docs/e2e.md), which CI cannot afford twice. The cluster
-	// starts with an empty pool that grows to one worker and back to none, so create,
-	// both directions of scale and the workload still run for real.
+	// make e2e boots this tenant's control-plane VM only: on 2 emulated cores a worker
+	// join takes 15–25 minutes (docs/e2e.md), and the hosted tenant of the same run
+	// (TestHostedCluster) boots CI's one worker. The full run starts with one worker.
 	workers := 0
 	if full {
 		workers = 1
@@ -114,20 +113,18 @@ func TestTenantCluster(t *testing.T) {
 	t.Run("control-plane qemu killed: the tenant keeps its objects", func(t *testing.T) {
 		expectControlPlaneSurvivesQemuKill(t, alpha, workers+1)
 	})
-	t.Run("backup, objects changed, restore: the tenant is back at the snapshot", func(t *testing.T) {
-		expectBackupRestore(t, alpha, tenantClient(t, alpha), workers+1)
-	})
 
+	// make e2e stops here: a VM control plane restarted once more (restore) and a
+	// worker's boot (15-25 minutes, docs/e2e.md) do not fit CI's time on 2 emulated
+	// cores. The hosted tenant scales its pool in make e2e; a VM tenant's restore runs
+	// in make e2e-faults (TestHostRestart).
 	if full {
+		t.Run("backup, objects changed, restore: the tenant is back at the snapshot", func(t *testing.T) {
+			expectBackupRestore(t, alpha, tenantClient(t, alpha), workers+1)
+		})
 		// A third VM next to a running cluster: the way a pool usually grows.
 		t.Run("scale up", func(t *testing.T) { scaleUp(t, alpha, 1, 2) })
 		t.Run("scale down naming the node", func(t *testing.T) { scaleDownNaming(t, alpha, 2, 1) })
-	} else {
-		t.Run("scale up", func(t *testing.T) { scaleUp(t, alpha, 0, 1) })
-		t.Run("scale down naming the node", func(t *testing.T) { scaleDownNaming(t, alpha, 1, 0) })
-	}
-
-	if full {
 		t.Run("worker VM killed: qemu", func(t *testing.T) { killWorkerAndExpectReplacement(t, alpha, killQemu) })
 		t.Run("worker VM killed: launcher pod deleted", func(t *testing.T) { killWorkerAndExpectReplacement(t, alpha, deleteLauncherPod) })
 	}
@@ -233,6 +230,9 @@ func scaleDownNaming(t *testing.T, key client.ObjectKey, from, to int) {
 	tc := tenantClient(t, key)
 	victim := nodeOfPod(t, tc, echoName)
 	machine := machineOfNode(t, key, victim)
+	nodes := &corev1.NodeList{}
+	g.Expect(tc.List(ctx, nodes)).To(Succeed())
+	left := len(nodes.Items) - (from - to) // control-plane nodes too, if it has any
 	start := time.Now()
 	_, err := knestCmd(t, ctx, "scale", key.Name, "-n", key.Namespace, "--workers", strconv.Itoa(to), "--remove-node", victim, "--timeout", scaleTimeout.String())
 	g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d --remove-node", to)
@@ -244,7 +244,7 @@ func scaleDownNaming(t *testing.T, key client.ObjectKey, from, to int) {
 	}, deleteTimeout, poll).Should(Succeed())
 	expectGone(t, key.Namespace, machine, victim)
 	s.timeline.add(phase, "node, machine, VM gone", time.Since(start))
-	expectNodesReady(t, tc, to+1)
+	expectNodesReady(t, tc, left)
 	if to > 0 {
 		// The drain moved the replicas; the Service still answers.
 		expectServiceAnswers(t, tc, 2)
