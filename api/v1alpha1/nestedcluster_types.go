@@ -342,6 +342,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Hosted' || !has(self.replicas) || self.replicas == 1 || self.replicas == 3",message="a hosted control plane has 1 or 3 API server replicas (controlPlane.replicas)"
 // +kubebuilder:validation:XValidation:rule="!has(self.hosted) || (has(self.mode) && self.mode == 'Hosted')",message="controlPlane.hosted needs controlPlane.mode Hosted"
 // +kubebuilder:validation:XValidation:rule="!has(self.etcd) || !has(self.etcd.members) || (has(self.mode) && self.mode == 'Hosted')",message="controlPlane.etcd.members needs controlPlane.mode Hosted: a VM control plane runs one etcd member per node (controlPlane.replicas)"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'Hosted' || ((!has(self.image) || size(self.image) == 0) && !has(self.kernelBoot) && (!has(self.cpu) || self.cpu == 2) && (!has(self.memory) || !isQuantity(string(self.memory)) || quantity(string(self.memory)).compareTo(quantity('4Gi')) == 0) && (!has(self.rootDisk) || ((!has(self.rootDisk.type) || self.rootDisk.type == 'ContainerDisk') && !has(self.rootDisk.size) && (!has(self.rootDisk.storageClassName) || size(self.rootDisk.storageClassName) == 0))))",message="controlPlane.cpu, memory, image, rootDisk and kernelBoot shape control-plane VMs, and a hosted control plane has none: leave them out, and size its API servers with controlPlane.hosted.resources"
 // +kubebuilder:validation:XValidation:rule="!has(self.cpu) || self.cpu >= 2",message="controlPlane.cpu must be at least 2: kubeadm refuses to init a control plane with fewer CPUs"
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || !isQuantity(string(self.memory)) || quantity(string(self.memory)).compareTo(quantity('1700Mi')) >= 0",message="controlPlane.memory must be at least 1700Mi: kubeadm refuses to init a control plane with less"
 // +kubebuilder:validation:XValidation:rule="!has(self.memory) || !isQuantity(string(self.memory)) || quantity(string(self.memory)).compareTo(quantity('1Ti')) <= 0",message="memory must be at most 1Ti, e.g. 8Gi: no host node offers more to one VM"
@@ -398,6 +399,7 @@ type EtcdSpec struct {
 	// VM's etcd disk); empty means the host's default class. The class must keep
 	// data across a host node's restart (docs/reference.md#what-survives-what).
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == '' || self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="controlPlane.etcd.storageClassName must be a storage class name: a DNS subdomain of at most 253 lower-case letters, digits, '-' and '.', e.g. fast-ssd"
 	// +optional
 	StorageClassName string `json:"storageClassName,omitempty"`
 

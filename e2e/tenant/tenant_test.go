@@ -273,7 +273,10 @@ func createCluster(t *testing.T, ctx context.Context, key client.ObjectKey, spec
 	if err := yaml.Unmarshal([]byte(out), nc); err != nil {
 		return "", err
 	}
-	machines := []*knestv1.MachineSpec{&nc.Spec.ControlPlane.MachineSpec}
+	var machines []*knestv1.MachineSpec
+	if nc.Spec.ControlPlane.Mode != knestv1.ControlPlaneHosted { // a hosted control plane has no VMs
+		machines = append(machines, &nc.Spec.ControlPlane.MachineSpec)
+	}
 	for i := range nc.Spec.Workers {
 		machines = append(machines, &nc.Spec.Workers[i].MachineSpec)
 	}

@@ -3,6 +3,9 @@
 package tenant_test
 
 import (
+	"fmt"
+	"net"
+	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
@@ -106,4 +109,91 @@ func expectWebhookCalled(t *testing.T, tc tenant, version string) {
 	allowed.Data = map[string]string{"webhook-e2e-test": "fine"}
 	g.Expect(tc.Create(ctx, allowed)).To(Succeed(), "the webhook allows this one")
 	g.Expect(tc.Delete(ctx, vwc)).To(Succeed())
+}
+
+// expectURLWebhooksFenced registers webhooks by URL, as a tenant admin may, at the
+// host's API Service, a host node's kubelet and a closed port of that node. None may
+// connect (no certificate of the host comes back), and all fail alike, so that a
+// tenant cannot tell an open port of the host from a closed one: a hosted API server
+// dials URLs through konnectivity from inside the tenant, where the VMs' policy
+// refuses the host's addresses.
+func expectURLWebhooksFenced(t *testing.T, tc tenant) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	api := &corev1.Service{}
+	g.Expect(s.host.Get(ctx, client.ObjectKey{Namespace: "default", Name: "kubernetes"}, api)).To(Succeed())
+	nodes := &corev1.NodeList{}
+	g.Expect(s.host.List(ctx, nodes)).To(Succeed())
+	g.Expect(nodes.Items).NotTo(BeEmpty())
+	var nodeIP string
+	for _, a := range nodes.Items[0].Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			nodeIP = a.Address
+		}
+	}
+	g.Expect(nodeIP).NotTo(BeEmpty(), "host node %s has no internal address", nodes.Items[0].Name)
+	targets := map[string]string{
+		"the host's API Service":     net.JoinHostPort(api.Spec.ClusterIP, "443"),
+		"a host node's kubelet":      net.JoinHostPort(nodeIP, "10250"),
+		"a closed port of that node": net.JoinHostPort(nodeIP, "1"),
+	}
+	answers := map[string]string{}
+	for what, addr := range targets {
+		err := webhookAnswer(t, tc, "https://"+addr+"/validate")
+		g.Expect(err).To(HaveOccurred(), "a ConfigMap admitted by a webhook at %s (%s)", what, addr)
+		msg := err.Error()
+		t.Logf("webhook at %s (%s): %s", what, addr, msg)
+		for _, leak := range []string{"x509", "certificate", "tls:", "EOF", "connection reset"} {
+			g.Expect(msg).NotTo(ContainSubstring(leak), "the webhook at %s (%s) connected", what, addr)
+		}
+		answers[what] = strings.ReplaceAll(msg, addr, "ADDR")
+	}
+	for what, a := range answers {
+		g.Expect(a).To(Equal(answers["a closed port of that node"]), "%s answers unlike a closed port", what)
+	}
+}
+
+// webhookAnswer registers one validating webhook for labelled ConfigMaps at url and
+// returns the error of a ConfigMap create it must judge; the webhook is deleted after.
+func webhookAnswer(t *testing.T, tc tenant, url string) error {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	labels := map[string]string{"knest.dev/e2e-url-webhook": "true"}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "knest-e2e-url-webhook"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:         "url.knest.e2e",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
+			}},
+			ObjectSelector:          &metav1.LabelSelector{MatchLabels: labels},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+			TimeoutSeconds:          ptr.To[int32](5),
+		}},
+	}
+	g.Eventually(func() error { return client.IgnoreAlreadyExists(tc.Create(ctx, vwc.DeepCopy())) }, tenantTimeout, poll).Should(Succeed())
+	defer func() {
+		g.Eventually(func() error { return client.IgnoreNotFound(tc.Delete(ctx, vwc.DeepCopy())) }, tenantTimeout, poll).Should(Succeed())
+	}()
+	var err error
+	// The API server sees the new webhook within a moment: until it fails, retry.
+	g.Eventually(func() error {
+		err = tc.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "url-webhook-", Namespace: "default", Labels: labels}})
+		if err == nil {
+			return fmt.Errorf("admitted: the webhook at %s is not in force yet, or it answered", url)
+		}
+		if !strings.Contains(err.Error(), "url.knest.e2e") {
+			return fmt.Errorf("not the webhook's error: %w", err)
+		}
+		return nil
+	}, tenantTimeout, poll).Should(Succeed())
+	return err
 }

@@ -9,6 +9,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	"github.com/knest-dev/knest/pkg/backup"
+	"github.com/knest-dev/knest/pkg/netpol"
 )
 
 // PrivateNetworks are the ranges a tenant's VMs may not reach outside their own
@@ -28,19 +29,10 @@ var CAPKProviderNames = []string{"kubevirt", "infrastructure-kubevirt"}
 // IsolationName is the NetworkPolicy that fences a cluster's VMs.
 func IsolationName(cluster string) string { return cluster + "-isolation" }
 
-// HostDNS selects the host cluster's DNS pods, the only pods a tenant's VMs may send
-// DNS queries to: CoreDNS as kubeadm, kind and most distributions deploy it.
-// Elsewhere (OpenShift's openshift-dns, for one) a platform team adds a policy of
-// its own that allows its DNS pods.
-var HostDNS = networkingv1.NetworkPolicyPeer{
-	NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: "kube-system"}},
-	PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
-}
-
 // isolation restricts what the cluster's VMs (their virt-launcher pods) can open
 // connections to, as HyperShift's KubeVirt platform does for its guests: the
 // cluster's own VMs (which includes its API endpoint once a Service or load
-// balancer has translated the address), the host's DNS pods (HostDNS), and
+// balancer has translated the address), the host's DNS pods (netpol.HostDNS), and
 // addresses outside the private ranges; and what can connect to them: their own
 // cluster's VMs on any port, anyone on the API server's port (the endpoint is meant
 // to be reached, through a Service, a NodePort or a load balancer), CAPK's
@@ -52,8 +44,8 @@ var HostDNS = networkingv1.NetworkPolicyPeer{
 // NetworkPolicies add up: a platform team widens this with a policy of its own.
 func (r renderer) isolation() *networkingv1.NetworkPolicy {
 	ownVMs := metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.ClusterNameLabel: r.name}}
-	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
-	dns, api, ssh, etcd := intstr.FromInt32(53), intstr.FromInt32(APIServerPort), intstr.FromInt32(22), intstr.FromInt32(backup.EtcdPort)
+	tcp := corev1.ProtocolTCP
+	api, ssh, etcd := intstr.FromInt32(APIServerPort), intstr.FromInt32(22), intstr.FromInt32(backup.EtcdPort)
 	return &networkingv1.NetworkPolicy{
 		TypeMeta:   typeMeta(networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy")),
 		ObjectMeta: r.meta(IsolationName(r.name), ""),
@@ -82,10 +74,7 @@ func (r renderer) isolation() *networkingv1.NetworkPolicy {
 			},
 			Egress: []networkingv1.NetworkPolicyEgressRule{
 				{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &ownVMs}}},
-				{
-					To:    []networkingv1.NetworkPolicyPeer{*HostDNS.DeepCopy()},
-					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
-				},
+				netpol.DNSEgress(),
 				{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: PrivateNetworks}}}},
 			},
 		},

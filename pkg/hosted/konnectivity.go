@@ -41,12 +41,22 @@ const (
 // KonnectivityName is the ClusterResourceSet and ConfigMap of the agent.
 func KonnectivityName(cluster string) string { return cluster + "-konnectivity" }
 
-// egressSelectorConfiguration sends the API server's cluster traffic through the
-// konnectivity server's socket; etcd and the control plane are reached directly.
+// egressSelectorConfiguration sends the API server's traffic to what the tenant
+// names through the konnectivity server's socket into the tenant: `cluster` (kubelets,
+// Services, webhooks and aggregated APIs by Service) and `controlplane` (webhooks by
+// URL, admission and CRD conversion alike), which would otherwise be dialled from the
+// host's pod network, a scan of the host from inside a tenant. Only etcd is reached
+// directly; the pods' egress policy (Policies) allows nothing else.
 const egressSelectorConfiguration = `apiVersion: apiserver.k8s.io/v1beta1
 kind: EgressSelectorConfiguration
 egressSelections:
 - name: cluster
+  connection:
+    proxyProtocol: GRPC
+    transport:
+      uds:
+        udsName: ` + konnectivitySocket + `
+- name: controlplane
   connection:
     proxyProtocol: GRPC
     transport:
@@ -77,11 +87,8 @@ func (in Input) konnectivityServerContainer(kc, pki corev1.VolumeMount) corev1.C
 	return corev1.Container{
 		Name: "konnectivity-server", Image: konnectivityServer, ImagePullPolicy: corev1.PullIfNotPresent,
 		Command: append([]string{"/proxy-server"}, args(flags)...), Resources: requests("5m", "16Mi"),
-		// The image runs as 65532 (upstream's distroless user); the key kubeadm wrote
-		// beside the API server's is root's alone.
-		SecurityContext: &corev1.SecurityContext{RunAsUser: ptr.To[int64](0)},
-		Ports:           []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: KonnectivityPort, Protocol: corev1.ProtocolTCP}},
-		VolumeMounts:    []corev1.VolumeMount{pki, kc, mount("konnectivity", konnectivitySocketDir)},
+		Ports:        []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: KonnectivityPort, Protocol: corev1.ProtocolTCP}},
+		VolumeMounts: []corev1.VolumeMount{pki, kc, mount("konnectivity", konnectivitySocketDir)},
 	}
 }
 

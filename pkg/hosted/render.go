@@ -34,6 +34,7 @@ import (
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	"github.com/knest-dev/knest/pkg/backup"
+	"github.com/knest-dev/knest/pkg/netpol"
 )
 
 // Ports.
@@ -224,6 +225,36 @@ func emptyDir(name string) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 }
 
+// inMemory is an emptyDir in the node's memory (tmpfs), for keys.
+func inMemory(name string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}
+}
+
+// nonRootUser runs every container of the API server pod: the distroless user of
+// Kubernetes' and konnectivity's images. One user for all, so that the keys kubeadm
+// writes (mode 0600) in the init container are readable by the servers, and by no
+// other user.
+const nonRootUser = 65532
+
+// restrictedPod and restrictedContainer are the Pod Security Standards' restricted
+// profile: no root, no privilege escalation, no capabilities, the runtime's seccomp
+// profile; and a read-only root file system, the writable paths being volumes.
+func restrictedPod() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](nonRootUser), RunAsGroup: ptr.To[int64](nonRootUser),
+		FSGroup:        ptr.To[int64](nonRootUser),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func restrictedContainer() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		ReadOnlyRootFilesystem:   ptr.To(true),
+	}
+}
+
 func mount(name, path string) corev1.VolumeMount {
 	return corev1.VolumeMount{Name: name, MountPath: path}
 }
@@ -382,7 +413,7 @@ sed -i "s#server: .*#server: https://127.0.0.1:` + strconv.Itoa(APIServerPort) +
 	liveness := probe("/livez")
 	liveness.InitialDelaySeconds = 30
 	podLabels := selector(c, ComponentAPIServer)
-	return &appsv1.Deployment{
+	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: in.meta(DeploymentName(c), ComponentAPIServer),
 		Spec: appsv1.DeploymentSpec{
@@ -402,9 +433,10 @@ sed -i "s#server: .*#server: https://127.0.0.1:` + strconv.Itoa(APIServerPort) +
 				Spec: corev1.PodSpec{
 					AutomountServiceAccountToken: ptr.To(false),
 					EnableServiceLinks:           ptr.To(false),
+					SecurityContext:              restrictedPod(),
 					InitContainers: []corev1.Container{kubeadmContainer("certs", v, certs,
 						mount("ca", "/secrets/ca"), mount("proxy", "/secrets/proxy"), mount("etcd-ca", "/secrets/etcd"),
-						mount("sa", "/secrets/sa"), mount("config", "/config"), pki, kc)},
+						mount("sa", "/secrets/sa"), mount("config", "/config"), pki, kc, mount("tmp", "/tmp"))},
 					Containers: []corev1.Container{
 						{
 							Name: "kube-apiserver", Image: componentImage("kube-apiserver", v), ImagePullPolicy: corev1.PullIfNotPresent,
@@ -433,12 +465,19 @@ sed -i "s#server: .*#server: https://127.0.0.1:` + strconv.Itoa(APIServerPort) +
 						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(c)},
 						}}},
-						emptyDir("pki"), emptyDir("kubeconfig"), emptyDir("konnectivity"),
+						// Keys and kubeconfigs in memory, never on the host's disk.
+						inMemory("pki"), inMemory("kubeconfig"), inMemory("tmp"), emptyDir("konnectivity"),
 					},
 				},
 			},
 		},
 	}
+	for _, cs := range [][]corev1.Container{d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers} {
+		for i := range cs {
+			cs[i].SecurityContext = restrictedContainer()
+		}
+	}
+	return d
 }
 
 // TenantBootstrapScript runs kubeadm's phases that give the tenant what `kubeadm
@@ -490,42 +529,52 @@ func (in Input) Job(hash string) *batchv1.Job {
 // JobSelector selects the cluster's kubeadm Jobs.
 func JobSelector(cluster string) map[string]string { return selector(cluster, ComponentKubeadm) }
 
-// Policies fence the control-plane pods: only the cluster's own API server pods
-// (and backup Jobs) reach its etcd, only its own members its peer port; the API server's and the konnectivity server's ports are open (the endpoint is meant to be
-// reached, as a VM control plane's is: the tenant's VMs, Cluster API's and knest's
-// controllers, users through a NodePort or load balancer), and nothing else of its
-// pods is. The VMs' own policy (pkg/cluster) lets them reach pods of their cluster.
+// Policies fence the control-plane pods both ways. In: only the cluster's own API
+// server pods (and backup Jobs) reach its etcd, only its own members its peer port;
+// the API server's and the konnectivity server's ports are open (the endpoint is
+// meant to be reached, as a VM control plane's is: the tenant's VMs, Cluster API's and
+// knest's controllers, users through a NodePort or load balancer), and nothing else of
+// its pods is. Out: the API server pods reach their etcd and the host's DNS, nothing
+// else of the host; whatever the tenant points them at (webhooks, aggregated APIs,
+// conversion) goes through konnectivity's socket into the tenant (the egress
+// selector). etcd's members reach each other and DNS. The VMs' own policy
+// (pkg/cluster) lets them reach pods of their cluster.
 func (in Input) Policies() []*networkingv1.NetworkPolicy {
 	c := in.Cluster
-	tcp := corev1.ProtocolTCP
-	port := func(p int32) networkingv1.NetworkPolicyPort {
-		return networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: ptr.To(intstr.FromInt32(p))}
+	pods := func(component string) []networkingv1.NetworkPolicyPeer {
+		return []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selector(c, component)}}}
 	}
-	policy := func(name, component string, ingress []networkingv1.NetworkPolicyIngressRule) *networkingv1.NetworkPolicy {
+	tcp := func(p int32) []networkingv1.NetworkPolicyPort {
+		return []networkingv1.NetworkPolicyPort{netpol.Port(corev1.ProtocolTCP, p)}
+	}
+	policy := func(name, component string, ingress []networkingv1.NetworkPolicyIngressRule, egress []networkingv1.NetworkPolicyEgressRule) *networkingv1.NetworkPolicy {
 		return &networkingv1.NetworkPolicy{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 			ObjectMeta: in.meta(name, ""),
 			Spec: networkingv1.NetworkPolicySpec{
 				PodSelector: metav1.LabelSelector{MatchLabels: selector(c, component)},
-				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+				PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 				Ingress:     ingress,
+				Egress:      egress,
 			},
 		}
 	}
 	return []*networkingv1.NetworkPolicy{
 		policy(EtcdPolicyName(c), ComponentEtcd, []networkingv1.NetworkPolicyIngressRule{{
-			From: []networkingv1.NetworkPolicyPeer{
-				{PodSelector: &metav1.LabelSelector{MatchLabels: selector(c, ComponentAPIServer)}},
-				{PodSelector: &metav1.LabelSelector{MatchLabels: backup.Selector(c, backup.ComponentBackup)}},
-			},
-			Ports: []networkingv1.NetworkPolicyPort{port(EtcdPort)},
+			From:  append(pods(ComponentAPIServer), networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: backup.Selector(c, backup.ComponentBackup)}}),
+			Ports: tcp(EtcdPort),
 		}, {
 			// Members of a three-member etcd replicate to each other.
-			From:  []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selector(c, ComponentEtcd)}}},
-			Ports: []networkingv1.NetworkPolicyPort{port(EtcdPeerPort)},
-		}}),
+			From: pods(ComponentEtcd), Ports: tcp(EtcdPeerPort),
+		}}, []networkingv1.NetworkPolicyEgressRule{
+			{To: pods(ComponentEtcd), Ports: tcp(EtcdPeerPort)},
+			netpol.DNSEgress(),
+		}),
 		policy(APIPolicyName(c), ComponentAPIServer, []networkingv1.NetworkPolicyIngressRule{{
-			Ports: []networkingv1.NetworkPolicyPort{port(APIServerPort), port(KonnectivityPort)},
-		}}),
+			Ports: append(tcp(APIServerPort), tcp(KonnectivityPort)...),
+		}}, []networkingv1.NetworkPolicyEgressRule{
+			{To: pods(ComponentEtcd), Ports: tcp(EtcdPort)},
+			netpol.DNSEgress(),
+		}),
 	}
 }

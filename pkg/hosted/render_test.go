@@ -1,14 +1,20 @@
 package hosted
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/server/egressselector"
 	"k8s.io/utils/ptr"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	"github.com/knest-dev/knest/pkg/netpol"
 )
 
 func input() Input {
@@ -45,6 +51,70 @@ func TestKubeadmConfigUsesTheNodesCertificateDirectory(t *testing.T) {
 			if strings.HasPrefix(a, "--") && (strings.HasSuffix(a, ".crt") || strings.HasSuffix(a, ".key") || strings.HasSuffix(a, ".pub")) {
 				g.Expect(a).To(ContainSubstring("=/etc/kubernetes/pki/"), "%s: %s", c.Name, a)
 			}
+		}
+	}
+}
+
+// What a tenant points its API server at (webhooks by URL or by Service, conversion,
+// aggregated APIs) is dialled through konnectivity into the tenant, never from the
+// host's network: kube-apiserver's own reader accepts the configuration, and the pods
+// may open connections to their etcd and the host's DNS only.
+func TestAPIServerReachesTheHostOnlyForEtcdAndDNS(t *testing.T) {
+	g := NewWithT(t)
+	path := filepath.Join(t.TempDir(), "egress-selector.yaml")
+	g.Expect(os.WriteFile(path, []byte(egressSelectorConfiguration), 0o600)).To(Succeed())
+	cfg, err := egressselector.ReadEgressSelectorConfiguration(path)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(egressselector.ValidateEgressSelectorConfiguration(cfg)).To(BeEmpty())
+	g.Expect(cfg.EgressSelections).To(ConsistOf(
+		HaveField("Name", "cluster"), HaveField("Name", "controlplane")))
+	for _, sel := range cfg.EgressSelections {
+		g.Expect(sel.Connection.ProxyProtocol).To(BeEquivalentTo("GRPC"), sel.Name)
+		g.Expect(sel.Connection.Transport.UDS.UDSName).To(Equal(konnectivitySocket), sel.Name)
+	}
+
+	in := input()
+	policies := in.Policies()
+	g.Expect(policies).To(HaveLen(2))
+	api := policies[1]
+	g.Expect(api.Name).To(Equal(APIPolicyName(in.Cluster)))
+	g.Expect(api.Spec.PodSelector.MatchLabels).To(Equal(selector(in.Cluster, ComponentAPIServer)))
+	for _, p := range policies {
+		g.Expect(p.Spec.PolicyTypes).To(ConsistOf(networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress), p.Name)
+		for _, rule := range p.Spec.Egress {
+			g.Expect(rule.To).NotTo(BeEmpty(), "%s: a rule without peers allows every address", p.Name)
+			for _, peer := range rule.To {
+				g.Expect(peer.IPBlock).To(BeNil(), p.Name)
+			}
+		}
+	}
+	g.Expect(api.Spec.Egress).To(ConsistOf(
+		networkingv1.NetworkPolicyEgressRule{
+			To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selector(in.Cluster, ComponentEtcd)}}},
+			Ports: []networkingv1.NetworkPolicyPort{netpol.Port(corev1.ProtocolTCP, EtcdPort)},
+		},
+		netpol.DNSEgress(),
+	))
+}
+
+// The API server pod runs to the restricted Pod Security Standard, its keys in memory.
+func TestAPIServerPodIsRestricted(t *testing.T) {
+	g := NewWithT(t)
+	spec := input().Deployment("hash").Spec.Template.Spec
+	g.Expect(spec.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
+	g.Expect(spec.SecurityContext.RunAsUser).To(HaveValue(BeEquivalentTo(nonRootUser)))
+	g.Expect(spec.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
+	for _, c := range append(spec.InitContainers, spec.Containers...) {
+		g.Expect(c.SecurityContext).NotTo(BeNil(), c.Name)
+		g.Expect(c.SecurityContext.RunAsUser).To(BeNil(), "%s: the pod's user, not its own", c.Name)
+		g.Expect(c.SecurityContext.AllowPrivilegeEscalation).To(HaveValue(BeFalse()), c.Name)
+		g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")), c.Name)
+		g.Expect(c.SecurityContext.Capabilities.Add).To(BeEmpty(), c.Name)
+		g.Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()), c.Name)
+	}
+	for _, v := range spec.Volumes {
+		if v.Name == "pki" || v.Name == "kubeconfig" {
+			g.Expect(v.EmptyDir.Medium).To(Equal(corev1.StorageMediumMemory), v.Name)
 		}
 	}
 }

@@ -20,15 +20,17 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 )
 
 // Scheme returns a scheme with every type knest reads, writes or prints: Kubernetes'
-// built-in types, knest's, and the Cluster API and CAPK types a NestedCluster renders to.
+// built-in types, knest's (the HostedControlPlane too), and the Cluster API and CAPK types a NestedCluster renders to.
 func Scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(knestv1.AddToScheme(s))
+	utilruntime.Must(hcpv1.AddToScheme(s))
 	utilruntime.Must(clusterv1.AddToScheme(s))
 	utilruntime.Must(bootstrapv1.AddToScheme(s))
 	utilruntime.Must(controlplanev1.AddToScheme(s))

@@ -184,7 +184,19 @@ const (
 	etcdMembersMessage    = "controlPlane.etcd.members must be 1 or 3: three members keep quorum when one is lost"
 	etcdMembersModeMsg    = "controlPlane.etcd.members needs controlPlane.mode Hosted: a VM control plane runs one etcd member per node (controlPlane.replicas)"
 	etcdEphemeralMembers  = "controlPlane.etcd.ephemeral has one member: a member that restarts on an empty directory cannot rejoin the others"
+	etcdClassMessage      = "controlPlane.etcd.storageClassName must be a storage class name: a DNS subdomain of at most 253 lower-case letters, digits, '-' and '.', e.g. fast-ssd"
+	hostedMachineMessage  = "controlPlane.cpu, memory, image, rootDisk and kernelBoot shape control-plane VMs, and a hosted control plane has none: leave them out, and size its API servers with controlPlane.hosted.resources"
 )
+
+var defaultMemory = resource.MustParse(knestv1.DefaultMemory)
+
+// vmShaped: the machine fields of a control plane hold more than the CRD's defaults.
+func vmShaped(m *knestv1.MachineSpec) bool {
+	rd := m.RootDisk
+	return m.Image != "" || m.KernelBoot != nil || (m.CPU != 0 && m.CPU != knestv1.DefaultCPU) ||
+		(m.Memory != nil && m.Memory.Cmp(defaultMemory) != 0) ||
+		(rd.Type != "" && rd.Type != knestv1.RootDiskContainerDisk) || rd.Size != nil || rd.StorageClassName != ""
+}
 
 func hostedControlPlane(cp *knestv1.ControlPlaneSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -200,6 +212,9 @@ func hostedControlPlane(cp *knestv1.ControlPlaneSpec, path *field.Path) field.Er
 		if cp.Replicas != 1 && cp.Replicas != 3 {
 			errs = append(errs, field.Invalid(path.Child("replicas"), cp.Replicas, hostedReplicasMessage))
 		}
+		if vmShaped(&cp.MachineSpec) {
+			errs = append(errs, field.Invalid(path, "{...}", hostedMachineMessage))
+		}
 
 	default:
 		errs = append(errs, field.NotSupported(path.Child("mode"), cp.Mode, []knestv1.ControlPlaneMode{knestv1.ControlPlaneVM, knestv1.ControlPlaneHosted}))
@@ -213,6 +228,8 @@ func etcd(e *knestv1.EtcdSpec, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if len(e.StorageClassName) > 253 {
 		errs = append(errs, field.TooLong(path.Child("storageClassName"), e.StorageClassName, 253))
+	} else if e.StorageClassName != "" && len(apivalidation.IsDNS1123Subdomain(e.StorageClassName)) > 0 {
+		errs = append(errs, field.Invalid(path.Child("storageClassName"), e.StorageClassName, etcdClassMessage))
 	}
 	if e.Size != nil && (e.Size.Cmp(minEtcdSize) < 0 || e.Size.Cmp(maxEtcdSize) > 0) {
 		errs = append(errs, field.Invalid(path.Child("size"), e.Size.String(), etcdSizeMessage))

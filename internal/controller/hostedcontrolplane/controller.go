@@ -112,7 +112,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, err
 	}
 	defer func() {
-		hcp.Status.ObservedGeneration = hcp.Generation
+		// The status speaks for this generation only once a reconcile of it went
+		// through: a failed one leaves Cluster API reading the older generation's.
+		if reterr == nil {
+			hcp.Status.ObservedGeneration = hcp.Generation
+		}
 		if err := helper.Patch(ctx, hcp, patch.WithOwnedConditions{Conditions: []string{hcpv1.AvailableCondition}}); err != nil {
 			reterr = kerrors.NewAggregate([]error{reterr, fmt.Errorf("failed to patch HostedControlPlane: %w", err)})
 		}

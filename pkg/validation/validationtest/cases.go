@@ -70,6 +70,25 @@ var Cases = []Case{
 	{Name: "hosted settings on a VM control plane", Mutate: func(nc *knestv1.NestedCluster) {
 		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{}
 	}, Field: "spec.controlPlane", Message: "controlPlane.hosted needs controlPlane.mode Hosted", Shared: true},
+	{Name: "hosted control plane with a VM's shape", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Memory = qty("8Gi")
+	}, Field: "spec.controlPlane", Message: "a hosted control plane has none", Shared: true},
+	{Name: "hosted control plane with a root disk", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.RootDisk = knestv1.RootDiskSpec{Type: knestv1.RootDiskDataVolume, Size: qty("20Gi")}
+	}, Field: "spec.controlPlane", Message: "a hosted control plane has none", Shared: true},
+	{Name: "hosted control plane with a node image", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Image = "quay.io/example/node:v1.35.4"
+	}, Field: "spec.controlPlane", Message: "a hosted control plane has none", Shared: true},
+	{Name: "hosted control plane with the default shape", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.CPU = knestv1.DefaultCPU
+		nc.Spec.ControlPlane.Memory = qty(knestv1.DefaultMemory)
+	}},
+	{Name: "etcd class not a name", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Etcd.StorageClassName = "Fast_SSD" },
+		Field: "spec.controlPlane.etcd.storageClassName", Message: "must be a storage class name", Shared: true},
 	{Name: "etcd ephemeral", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Etcd.Ephemeral = true }},
 	{Name: "etcd ephemeral with a class", Mutate: func(nc *knestv1.NestedCluster) {
 		nc.Spec.ControlPlane.Etcd = knestv1.EtcdSpec{Ephemeral: true, StorageClassName: "standard"}

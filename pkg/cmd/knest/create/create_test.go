@@ -88,7 +88,8 @@ func TestCreateRejectsInvalidInput(t *testing.T) {
 		{name: "graph without dry run", args: []string{"demo", "--show-graph"}, want: "--show-graph only applies with --dry-run"},
 		{name: "unknown output", args: []string{"demo", "--dry-run", "-o", "table"}, want: `unsupported output format "table": use one of yaml, json`},
 		{name: "timeout zero", args: []string{"demo", "--timeout", "0s"}, want: "--timeout must be positive (got 0s); to return without waiting use --wait=false"},
-		{name: "file and flags", args: []string{"-f", "-", "--workers", "2", "--cni", "none"}, stdin: manifest(""), want: "-f takes the whole cluster from the manifest; remove --workers, --cni or edit the manifest instead"},
+		{name: "file and flags", args: []string{"-f", "-", "--workers", "2", "--cni", "none"}, stdin: manifest(""), want: "-f takes the whole cluster from the manifest; remove --cni, --workers or edit the manifest instead"},
+		{name: "file and mode", args: []string{"-f", "-", "--control-plane-mode", "hosted", "--etcd-members", "3"}, stdin: manifest(""), want: "-f takes the whole cluster from the manifest; remove --control-plane-mode, --etcd-members or edit the manifest instead"},
 		{name: "missing file", args: []string{"-f", "/nonexistent/demo.yaml"}, want: "failed to read /nonexistent/demo.yaml"},
 		{name: "file of another kind", args: []string{"-f", "-"}, stdin: "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\n", want: "failed to read a NestedCluster from stdin: it is a apps/v1 Deployment, not a knest.dev/v1alpha1 NestedCluster"},
 		{name: "file with unknown field", args: []string{"-f", "-"}, stdin: manifest("spec:\n  controlPlane:\n    replica: 3\n"), want: `unknown field "spec.controlPlane.replica"`},
@@ -245,6 +246,41 @@ func TestDryRunShowGraph(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A hosted control plane's graph has its HostedControlPlane in place of the control
+// plane's VMs.
+func TestDryRunShowGraphHosted(t *testing.T) {
+	g := NewWithT(t)
+	stdout, stderr, err := run(t, "", "create", "demo", "--control-plane-mode", "hosted", "--dry-run", "-o", "yaml", "--show-graph")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(stderr).To(BeEmpty())
+	g.Expect(kinds(decodeAll(g, stdout, "yaml"))).To(Equal(map[string]int{
+		"NestedCluster":           1,
+		"Cluster":                 1,
+		"KubevirtCluster":         1,
+		"HostedControlPlane":      1,
+		"KubevirtMachineTemplate": 1, // the workers only
+		"MachineHealthCheck":      1,
+		"KubeadmConfigTemplate":   1,
+		"MachineDeployment":       1,
+		"ConfigMap":               1,
+		"ClusterResourceSet":      1,
+		"NetworkPolicy":           1,
+	}))
+}
+
+// --image and --root-disk shape every VM: a hosted cluster's workers alone.
+func TestHostedNodeFlagsShapeTheWorkers(t *testing.T) {
+	g := NewWithT(t)
+	stdout, _, err := run(t, "", "create", "demo", "--control-plane-mode", "hosted", "--dry-run",
+		"--image", "registry.local/knest/node:v1.35.4", "--root-disk", "datavolume", "--disk-size", "20Gi")
+	g.Expect(err).NotTo(HaveOccurred())
+	nc := decodeAll(g, stdout, "yaml")[0].(*knestv1.NestedCluster)
+	g.Expect(nc.Spec.ControlPlane.Image).To(BeEmpty())
+	g.Expect(nc.Spec.ControlPlane.RootDisk.Size).To(BeNil())
+	g.Expect(nc.Spec.Workers[0].Image).To(Equal("registry.local/knest/node:v1.35.4"))
+	g.Expect(nc.Spec.Workers[0].RootDisk.Size.String()).To(Equal("20Gi"))
 }
 
 func TestDryRunWithoutGraphOrCNI(t *testing.T) {

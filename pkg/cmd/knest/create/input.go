@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -18,12 +19,9 @@ import (
 	"github.com/knest-dev/knest/pkg/validation"
 )
 
-// specFlags are the flags that describe the cluster; -f replaces all of them.
-var specFlags = []string{
-	"version", "control-plane", "control-plane-cpu", "control-plane-memory",
-	"workers", "worker-cpu", "worker-memory", "pool", "image", "root-disk", "disk-size",
-	"pod-cidr", "service-cidr", "dns-domain", "cni", "service-type", "api-host", "cert-san",
-}
+// commandFlags say what the command does, not what the cluster is; -f replaces every
+// other flag of create's own.
+var commandFlags = map[string]bool{"filename": true, "dry-run": true, "output": true, "show-graph": true, "wait": true, "timeout": true}
 
 // clusterFromInput turns the arguments and flags into a NestedCluster and checks it
 // against the CRD's rules. It does not contact the host cluster, except to read the
@@ -87,11 +85,11 @@ func checkModeFlags(cmd *cobra.Command, flags *flagpole) error {
 	}
 	if flags.File != "" {
 		var set []string
-		for _, name := range specFlags {
-			if cmd.Flags().Changed(name) {
-				set = append(set, "--"+name)
+		cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+			if f.Changed && !commandFlags[f.Name] {
+				set = append(set, "--"+f.Name)
 			}
-		}
+		})
 		if len(set) > 0 {
 			return fmt.Errorf("-f takes the whole cluster from the manifest; remove %s or edit the manifest instead", strings.Join(set, ", "))
 		}
@@ -158,8 +156,10 @@ func fromFlags(cmd *cobra.Command, flags *flagpole, args []string) (*knestv1.Nes
 	if machine.RootDisk, err = rootDisk(flags.RootDisk, flags.DiskSize); err != nil {
 		return nil, err
 	}
-	s.ControlPlane.Image = flags.Image
-	s.ControlPlane.RootDisk = machine.RootDisk
+	if s.ControlPlane.Mode != knestv1.ControlPlaneHosted { // --image and --root-disk: every VM, the workers' alone when hosted
+		s.ControlPlane.Image = flags.Image
+		s.ControlPlane.RootDisk = machine.RootDisk
+	}
 	s.ControlPlane.Etcd = knestv1.EtcdSpec{Members: flags.EtcdMembers, StorageClassName: flags.EtcdStorageClass, Ephemeral: flags.EtcdEphemeral}
 	if s.ControlPlane.Etcd.Size, err = quantityFlag("etcd-size", flags.EtcdSize, "is not a size: use a quantity such as 4Gi", "4Gi"); err != nil {
 		return nil, err
