@@ -81,7 +81,7 @@ func TestHostedCluster(t *testing.T) {
 		expectWebhookCalled(t, tc, knestv1.DefaultVersion)
 	})
 	t.Run("webhooks by URL cannot reach the host", func(t *testing.T) { expectURLWebhooksFenced(t, tc) })
-	t.Run("the API server pods run restricted, as no root", func(t *testing.T) { expectAPIServerPodsRestricted(t, key) })
+	t.Run("the control-plane pods run restricted, not as root", func(t *testing.T) { expectPodsRestricted(t, key) })
 	t.Run("isolated from another namespace's pods", func(t *testing.T) { expectHostedIsolated(t, key) })
 	t.Run("etcd's pods and StatefulSet deleted: the tenant keeps its objects", func(t *testing.T) { expectHostedEtcdSurvives(t, key, tc) })
 	t.Run("backup, objects changed, restore: the tenant is back at the snapshot", func(t *testing.T) { expectBackupRestore(t, key, tc, 1) })
@@ -304,32 +304,34 @@ func expectHostedIsolated(t *testing.T, key client.ObjectKey) {
 	g.Expect(canConnect(t, tc, server, probe.ServerPort)).To(BeFalse(), "%s's nodes reach a pod of another namespace", key)
 }
 
-// expectAPIServerPodsRestricted: the API server pods run, as the host sees them, to
-// the restricted Pod Security Standard, every process as a user other than root (the
-// kubelet reports each container's user).
-func expectAPIServerPodsRestricted(t *testing.T, key client.ObjectKey) {
+// expectPodsRestricted: the API server pods and the kubeadm Job's run, as the host
+// sees them, to the restricted Pod Security Standard, every running process as a user
+// other than root (the kubelet reports each container's user).
+func expectPodsRestricted(t *testing.T, key client.ObjectKey) {
 	t.Helper()
 	g := NewWithT(t)
-	pods := &corev1.PodList{}
-	g.Expect(s.host.List(t.Context(), pods, client.InNamespace(key.Namespace), client.MatchingLabels{hosted.ComponentLabel: hosted.ComponentAPIServer})).To(Succeed())
-	g.Expect(pods.Items).NotTo(BeEmpty())
-	for _, p := range pods.Items {
-		if p.Status.Phase != corev1.PodRunning {
-			continue
-		}
-		g.Expect(p.Spec.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()), p.Name)
-		g.Expect(p.Spec.SecurityContext.SeccompProfile).To(HaveField("Type", corev1.SeccompProfileTypeRuntimeDefault), p.Name)
-		for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
-			sc := c.SecurityContext
-			g.Expect(sc).NotTo(BeNil(), "%s/%s", p.Name, c.Name)
-			g.Expect(sc.AllowPrivilegeEscalation).To(HaveValue(BeFalse()), "%s/%s", p.Name, c.Name)
-			g.Expect(sc.Capabilities.Drop).To(ContainElement(corev1.Capability("ALL")), "%s/%s", p.Name, c.Name)
-			g.Expect(sc.Capabilities.Add).To(BeEmpty(), "%s/%s", p.Name, c.Name)
-			g.Expect(sc.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()), "%s/%s", p.Name, c.Name)
-		}
-		for _, st := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
-			g.Expect(st.User).NotTo(BeNil(), "%s/%s: the kubelet reports no user", p.Name, st.Name)
-			g.Expect(st.User.Linux.UID).NotTo(BeZero(), "%s/%s runs as root", p.Name, st.Name)
+	for _, component := range []string{hosted.ComponentAPIServer, hosted.ComponentKubeadm} {
+		pods := &corev1.PodList{}
+		g.Expect(s.host.List(t.Context(), pods, client.InNamespace(key.Namespace), client.MatchingLabels{hosted.ComponentLabel: component})).To(Succeed())
+		g.Expect(pods.Items).NotTo(BeEmpty(), "no %s pod", component)
+		for _, p := range pods.Items {
+			g.Expect(p.Spec.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()), p.Name)
+			g.Expect(p.Spec.SecurityContext.SeccompProfile).To(HaveField("Type", corev1.SeccompProfileTypeRuntimeDefault), p.Name)
+			for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+				sc := c.SecurityContext
+				g.Expect(sc).NotTo(BeNil(), "%s/%s", p.Name, c.Name)
+				g.Expect(sc.AllowPrivilegeEscalation).To(HaveValue(BeFalse()), "%s/%s", p.Name, c.Name)
+				g.Expect(sc.Capabilities.Drop).To(ContainElement(corev1.Capability("ALL")), "%s/%s", p.Name, c.Name)
+				g.Expect(sc.Capabilities.Add).To(BeEmpty(), "%s/%s", p.Name, c.Name)
+				g.Expect(sc.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()), "%s/%s", p.Name, c.Name)
+			}
+			if p.Status.Phase != corev1.PodRunning {
+				continue
+			}
+			for _, st := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+				g.Expect(st.User).NotTo(BeNil(), "%s/%s: the kubelet reports no user", p.Name, st.Name)
+				g.Expect(st.User.Linux.UID).NotTo(BeZero(), "%s/%s runs as root", p.Name, st.Name)
+			}
 		}
 	}
 }

@@ -15,6 +15,9 @@
 package hosted
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"slices"
@@ -495,33 +498,44 @@ kubeadm init phase addon kube-proxy --config /tmp/kubeadm.yaml
 kubeadm init phase addon coredns --config /tmp/kubeadm.yaml
 `
 
-// Job runs TenantBootstrapScript with the version's kubeadm. hash names the inputs
-// (version, configuration), so a changed input makes a new Job.
+// Job runs TenantBootstrapScript with the version's kubeadm, restricted as the API
+// server pod is (its files in memory). hash names the inputs (version,
+// configuration), so a changed input makes a new Job; so does a changed pod
+// template, which a Job cannot take (the phases then run again, unchanged).
 func (in Input) Job(hash string) *batchv1.Job {
 	c := in.Cluster
+	template := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: selector(c, ComponentKubeadm)},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                corev1.RestartPolicyOnFailure,
+			AutomountServiceAccountToken: ptr.To(false),
+			EnableServiceLinks:           ptr.To(false),
+			SecurityContext:              restrictedPod(),
+			Containers: []corev1.Container{kubeadmContainer("kubeadm", in.HCP.Spec.Version, TenantBootstrapScript,
+				mount("ca", "/secrets/ca"), mount("config", "/config"), mount("kubernetes", "/etc/kubernetes"), mount("tmp", "/tmp"))},
+			Volumes: []corev1.Volume{
+				secretVolume("ca", secret.Name(c, secret.ClusterCA)),
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(c)},
+				}}},
+				inMemory("kubernetes"), inMemory("tmp"),
+			},
+		},
+	}
+	template.Spec.Containers[0].SecurityContext = restrictedContainer()
+	raw, err := json.Marshal(template)
+	if err != nil {
+		panic(err) // a pod template always marshals
+	}
+	sum := sha256.Sum256(append([]byte(hash), raw...))
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
-		ObjectMeta: in.meta(jobName(c, hash), ComponentKubeadm),
+		ObjectMeta: in.meta(jobName(c, hex.EncodeToString(sum[:])), ComponentKubeadm),
 		Spec: batchv1.JobSpec{
 			// Kubernetes' default; then the controller reports the failure and makes
 			// the Job anew after a backoff of its own.
 			BackoffLimit: ptr.To[int32](6),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: selector(c, ComponentKubeadm)},
-				Spec: corev1.PodSpec{
-					RestartPolicy:                corev1.RestartPolicyOnFailure,
-					AutomountServiceAccountToken: ptr.To(false),
-					EnableServiceLinks:           ptr.To(false),
-					Containers: []corev1.Container{kubeadmContainer("kubeadm", in.HCP.Spec.Version, TenantBootstrapScript,
-						mount("ca", "/secrets/ca"), mount("config", "/config"))},
-					Volumes: []corev1.Volume{
-						secretVolume("ca", secret.Name(c, secret.ClusterCA)),
-						{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(c)},
-						}}},
-					},
-				},
-			},
+			Template:     template,
 		},
 	}
 }

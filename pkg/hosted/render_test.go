@@ -97,24 +97,42 @@ func TestAPIServerReachesTheHostOnlyForEtcdAndDNS(t *testing.T) {
 	))
 }
 
-// The API server pod runs to the restricted Pod Security Standard, its keys in memory.
-func TestAPIServerPodIsRestricted(t *testing.T) {
+// The API server pod and the kubeadm Job run to the restricted Pod Security
+// Standard, their keys in memory.
+func TestPodsAreRestricted(t *testing.T) {
 	g := NewWithT(t)
-	spec := input().Deployment("hash").Spec.Template.Spec
-	g.Expect(spec.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()))
-	g.Expect(spec.SecurityContext.RunAsUser).To(HaveValue(BeEquivalentTo(nonRootUser)))
-	g.Expect(spec.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault))
-	for _, c := range append(spec.InitContainers, spec.Containers...) {
-		g.Expect(c.SecurityContext).NotTo(BeNil(), c.Name)
-		g.Expect(c.SecurityContext.RunAsUser).To(BeNil(), "%s: the pod's user, not its own", c.Name)
-		g.Expect(c.SecurityContext.AllowPrivilegeEscalation).To(HaveValue(BeFalse()), c.Name)
-		g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")), c.Name)
-		g.Expect(c.SecurityContext.Capabilities.Add).To(BeEmpty(), c.Name)
-		g.Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()), c.Name)
-	}
-	for _, v := range spec.Volumes {
-		if v.Name == "pki" || v.Name == "kubeconfig" {
-			g.Expect(v.EmptyDir.Medium).To(Equal(corev1.StorageMediumMemory), v.Name)
+	in := input()
+	for name, spec := range map[string]corev1.PodSpec{
+		"API server": in.Deployment("hash").Spec.Template.Spec,
+		"kubeadm":    in.Job("hash").Spec.Template.Spec,
+	} {
+		g.Expect(spec.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()), name)
+		g.Expect(spec.SecurityContext.RunAsUser).To(HaveValue(BeEquivalentTo(nonRootUser)), name)
+		g.Expect(spec.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault), name)
+		for _, c := range append(spec.InitContainers, spec.Containers...) {
+			g.Expect(c.SecurityContext).NotTo(BeNil(), c.Name)
+			g.Expect(c.SecurityContext.RunAsUser).To(BeNil(), "%s: the pod's user, not its own", c.Name)
+			g.Expect(c.SecurityContext.AllowPrivilegeEscalation).To(HaveValue(BeFalse()), c.Name)
+			g.Expect(c.SecurityContext.Capabilities.Drop).To(ConsistOf(corev1.Capability("ALL")), c.Name)
+			g.Expect(c.SecurityContext.Capabilities.Add).To(BeEmpty(), c.Name)
+			g.Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()), c.Name)
+		}
+		for _, v := range spec.Volumes {
+			if v.EmptyDir != nil && v.Name != "konnectivity" { // a socket
+				g.Expect(v.EmptyDir.Medium).To(Equal(corev1.StorageMediumMemory), "%s: %s", name, v.Name)
+			}
 		}
 	}
+}
+
+// A Job's pod template cannot change: a new template is a new Job, as new inputs are.
+func TestJobNameFollowsItsTemplate(t *testing.T) {
+	g := NewWithT(t)
+	in := input()
+	job := in.Job("hash")
+	g.Expect(in.Job("hash").Name).To(Equal(job.Name), "stable")
+	g.Expect(in.Job("other").Name).NotTo(Equal(job.Name))
+	in.HCP.Spec.Version = "v1.35.5" // the kubeadm image
+	g.Expect(in.Job("hash").Name).NotTo(Equal(job.Name))
+	g.Expect(job.Name).To(MatchRegexp(`^demo-kubeadm-[0-9a-f]{8}$`))
 }

@@ -216,7 +216,13 @@ func TestControlPlaneComesUpThroughItsContract(t *testing.T) {
 
 	// At rest, a reconcile writes nothing: the Cluster's change maps to the control
 	// plane, whose objects and status keep their resource versions.
-	before := versions(g, ns)
+	// Settled first: the reconciles the Job's end started are over.
+	var before map[string]string
+	g.Eventually(func(g Gomega) {
+		before = versions(g, ns)
+		time.Sleep(time.Second)
+		g.Expect(versions(g, ns)).To(Equal(before))
+	}, timeout, interval).Should(Succeed())
 	g.Expect(before).To(HaveKey("HostedControlPlane/" + hcp.Name))
 	get(g, c)
 	c.Annotations = map[string]string{"knest.dev/test": "poke"}
