@@ -28,6 +28,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -590,5 +591,25 @@ func (in Input) Policies() []*networkingv1.NetworkPolicy {
 			{To: pods(ComponentEtcd), Ports: tcp(EtcdPort)},
 			netpol.DNSEgress(),
 		}),
+	}
+}
+
+// DisruptionBudgets let a host's node drain evict one API server pod and one etcd
+// member at a time: three API servers keep two serving, three members keep their
+// quorum; a single one may go (its Deployment surges, its data is on its claim).
+func (in Input) DisruptionBudgets() []*policyv1.PodDisruptionBudget {
+	budget := func(name, component string) *policyv1.PodDisruptionBudget {
+		return &policyv1.PodDisruptionBudget{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "policy/v1", Kind: "PodDisruptionBudget"},
+			ObjectMeta: in.meta(name, component),
+			Spec: policyv1.PodDisruptionBudgetSpec{
+				Selector:       &metav1.LabelSelector{MatchLabels: selector(in.Cluster, component)},
+				MaxUnavailable: ptr.To(intstr.FromInt32(1)),
+			},
+		}
+	}
+	return []*policyv1.PodDisruptionBudget{
+		budget(DeploymentName(in.Cluster), ComponentAPIServer),
+		budget(EtcdName(in.Cluster), ComponentEtcd),
 	}
 }

@@ -136,3 +136,24 @@ func TestJobNameFollowsItsTemplate(t *testing.T) {
 	g.Expect(in.Job("hash").Name).NotTo(Equal(job.Name))
 	g.Expect(job.Name).To(MatchRegexp(`^demo-kubeadm-[0-9a-f]{8}$`))
 }
+
+// A node drain takes one API server and one etcd member at a time.
+func TestDisruptionBudgets(t *testing.T) {
+	g := NewWithT(t)
+	in := input()
+	budgets := in.DisruptionBudgets()
+	g.Expect(budgets).To(HaveLen(2))
+	for i, component := range []string{ComponentAPIServer, ComponentEtcd} {
+		b := budgets[i]
+		g.Expect(b.Spec.Selector.MatchLabels).To(Equal(selector(in.Cluster, component)))
+		g.Expect(b.Spec.MaxUnavailable.IntValue()).To(Equal(1))
+		g.Expect(b.Spec.MinAvailable).To(BeNil())
+	}
+	// They select what the workloads run.
+	g.Expect(budgets[0].Spec.Selector.MatchLabels).To(Equal(in.Deployment("hash").Spec.Template.Labels))
+	sts, _, err := in.Etcd()
+	g.Expect(err).NotTo(HaveOccurred())
+	for k, v := range budgets[1].Spec.Selector.MatchLabels {
+		g.Expect(sts.Spec.Template.Labels).To(HaveKeyWithValue(k, v))
+	}
+}

@@ -50,6 +50,7 @@ import (
 // +kubebuilder:rbac:groups=apps,resources=deployments;statefulsets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=addons.cluster.x-k8s.io,resources=clusterresourcesets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;patch
@@ -189,6 +190,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 	}
 	for _, p := range in.Policies() {
 		if err := r.apply(ctx, hcp, p); err != nil {
+			return 0, err
+		}
+	}
+	for _, b := range in.DisruptionBudgets() {
+		if err := r.apply(ctx, hcp, b); err != nil {
 			return 0, err
 		}
 	}

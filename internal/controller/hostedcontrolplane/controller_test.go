@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -223,7 +224,9 @@ func TestControlPlaneComesUpThroughItsContract(t *testing.T) {
 		time.Sleep(time.Second)
 		g.Expect(versions(g, ns)).To(Equal(before))
 	}, timeout, interval).Should(Succeed())
-	g.Expect(before).To(HaveKey("HostedControlPlane/" + hcp.Name))
+	for _, kind := range []string{"HostedControlPlane/" + hcp.Name, "PodDisruptionBudget/" + hosted.EtcdName(c.Name), "NetworkPolicy/" + hosted.APIPolicyName(c.Name)} {
+		g.Expect(before).To(HaveKey(kind))
+	}
 	get(g, c)
 	c.Annotations = map[string]string{"knest.dev/test": "poke"}
 	g.Expect(env.Client.Update(context.Background(), c)).To(Succeed())
@@ -241,7 +244,7 @@ func versions(g Gomega, ns string) map[string]string {
 		"HostedControlPlane": &hcpv1.HostedControlPlaneList{}, "Deployment": &appsv1.DeploymentList{},
 		"StatefulSet": &appsv1.StatefulSetList{}, "Service": &corev1.ServiceList{}, "ConfigMap": &corev1.ConfigMapList{},
 		"Secret": &corev1.SecretList{}, "NetworkPolicy": &networkingv1.NetworkPolicyList{}, "Job": &batchv1.JobList{},
-		"ClusterResourceSet": &addonsv1.ClusterResourceSetList{},
+		"ClusterResourceSet": &addonsv1.ClusterResourceSetList{}, "PodDisruptionBudget": &policyv1.PodDisruptionBudgetList{},
 	}
 	for kind, list := range lists {
 		g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
