@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/blang/semver/v4"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +34,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	kubeadmtypes "sigs.k8s.io/cluster-api/bootstrap/kubeadm/types"
+	"sigs.k8s.io/cluster-api/bootstrap/kubeadm/types/upstream"
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
@@ -175,43 +179,37 @@ func (in Input) KubeadmConfig() (*corev1.ConfigMap, error) {
 	if s.Service.Host != "" {
 		apiSANs = append(apiSANs, s.Service.Host)
 	}
-	quoted := func(items []string) string {
-		q := make([]string, len(items))
-		for i, v := range items {
-			q[i] = strconv.Quote(v)
-		}
-		return "[" + strings.Join(q, ", ") + "]"
-	}
 	ep := in.Endpoint()
-	cfg := fmt.Sprintf(`apiVersion: kubeadm.k8s.io/v1beta4
-kind: InitConfiguration
-localAPIEndpoint:
-  advertiseAddress: %[1]s
-  bindPort: %[2]d
-nodeRegistration:
-  name: "@POD_NAME@"
-  criSocket: unix:///var/run/containerd/containerd.sock
-  imagePullPolicy: IfNotPresent
----
-apiVersion: kubeadm.k8s.io/v1beta4
-kind: ClusterConfiguration
-clusterName: %[3]s
-kubernetesVersion: %[4]s
-controlPlaneEndpoint: %[5]s
-certificatesDir: /etc/kubernetes/pki
-networking:
-  podSubnet: %[6]s
-  serviceSubnet: %[7]s
-  dnsDomain: %[8]s
-apiServer:
-  certSANs: %[9]s
-etcd:
-  local:
-    dataDir: /var/lib/etcd
-    serverCertSANs: %[10]s
-    peerCertSANs: %[10]s
-`, in.ServiceIP, APIServerPort, in.Cluster, s.Version, net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))),
-		s.Network.PodCIDR, s.Network.ServiceCIDR, s.Network.DNSDomain, quoted(apiSANs), quoted(etcdSANs))
+	version, err := semver.ParseTolerant(s.Version)
+	if err != nil {
+		return nil, fmt.Errorf("version %q: %w", s.Version, err)
+	}
+	// Cluster API's kubeadm types, marshalled to the kubeadm API of the version as
+	// CABPK writes them.
+	initCfg, err := kubeadmtypes.MarshalInitConfigurationForVersion(&bootstrapv1.InitConfiguration{
+		LocalAPIEndpoint: bootstrapv1.APIEndpoint{AdvertiseAddress: in.ServiceIP, BindPort: APIServerPort},
+		NodeRegistration: bootstrapv1.NodeRegistrationOptions{
+			Name: "@POD_NAME@", CRISocket: "unix:///var/run/containerd/containerd.sock", ImagePullPolicy: corev1.PullIfNotPresent,
+		},
+	}, version)
+	if err != nil {
+		return nil, err
+	}
+	clusterCfg, err := kubeadmtypes.MarshalClusterConfigurationForVersion(&bootstrapv1.ClusterConfiguration{
+		ControlPlaneEndpoint: net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))),
+		CertificatesDir:      "/etc/kubernetes/pki",
+		APIServer:            bootstrapv1.APIServer{CertSANs: apiSANs},
+		Etcd: bootstrapv1.Etcd{Local: bootstrapv1.LocalEtcd{
+			DataDir: "/var/lib/etcd", ServerCertSANs: etcdSANs, PeerCertSANs: etcdSANs,
+		}},
+	}, version, &upstream.AdditionalData{
+		KubernetesVersion: &s.Version, ClusterName: &in.Cluster,
+		DNSDomain: &s.Network.DNSDomain, ServiceSubnet: &s.Network.ServiceCIDR, PodSubnet: &s.Network.PodCIDR,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg := initCfg + "---\n" + clusterCfg
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: in.meta(ConfigMapName(in.Cluster), ""),

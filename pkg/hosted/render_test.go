@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/server/egressselector"
 	"k8s.io/utils/ptr"
+	kubeadmtypes "sigs.k8s.io/cluster-api/bootstrap/kubeadm/types"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	"github.com/knest-dev/knest/pkg/netpol"
@@ -39,6 +40,18 @@ func TestKubeadmConfigUsesTheNodesCertificateDirectory(t *testing.T) {
 	g.Expect(cfg).To(ContainSubstring("certificatesDir: /etc/kubernetes/pki\n"))
 	g.Expect(cfg).To(ContainSubstring("controlPlaneEndpoint: 10.96.7.8:6443"))
 	g.Expect(cfg).To(ContainSubstring("advertiseAddress: 10.96.7.8"))
+	// Cluster API's kubeadm types read back what was written, the network included.
+	docs := strings.Split(cfg, "---\n")
+	g.Expect(docs).To(HaveLen(2))
+	cc, data, err := kubeadmtypes.UnmarshalClusterConfiguration(docs[1])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cc.Etcd.Local.DataDir).To(Equal("/var/lib/etcd"))
+	g.Expect(cc.APIServer.CertSANs).To(ContainElement("demo-apiserver.team-a.svc"))
+	g.Expect(*data.ServiceSubnet).To(Equal("10.95.0.0/16"))
+	g.Expect(*data.DNSDomain).To(Equal("tenant.local"))
+	ic, err := kubeadmtypes.UnmarshalInitConfiguration(docs[0])
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(ic.NodeRegistration.Name).To(Equal("@POD_NAME@"))
 
 	d := input().Deployment("hash")
 	for _, c := range append(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers...) {
