@@ -2,7 +2,6 @@ package hostedcontrolplane_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -42,17 +41,7 @@ var env *testenv.Env
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	var err error
-	env, err = testenv.Start(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	testenv.Main(m, &env)
 }
 
 const (
@@ -143,19 +132,6 @@ func bootstrapJob(g Gomega, ns, name string) *batchv1.Job {
 	return &jobs.Items[0]
 }
 
-func succeed(g Gomega, job *batchv1.Job) {
-	now := metav1.Now()
-	get(g, job)
-	job.Status.StartTime = &now
-	job.Status.Succeeded = 1
-	job.Status.CompletionTime = &now
-	job.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-	}
-	g.Expect(env.Client.Status().Update(context.Background(), job)).To(Succeed())
-}
-
 // The contract Cluster API reads, from first apply to Available: the endpoint is
 // the Service's address, the cluster's certificates are made once and kept, and the
 // control plane is initialized only when etcd, an API server at the spec's version
@@ -200,7 +176,7 @@ func TestControlPlaneComesUpThroughItsContract(t *testing.T) {
 		job = bootstrapJob(g, ns, c.Name)
 	}, timeout, interval).Should(Succeed())
 	g.Expect(hcp.Status.Version).To(Equal(hcp.Spec.Version))
-	succeed(g, job)
+	g.Expect(testenv.EndJob(context.Background(), env.Client, job, false)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(available(g, hcp).Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(hcp.Status.Initialization.ControlPlaneInitialized).To(HaveValue(BeTrue()))

@@ -21,6 +21,7 @@ import (
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/backup"
 	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/hosted"
@@ -247,24 +248,7 @@ func jobClaims(job *batchv1.Job) []string {
 
 // completeJob writes what the Job controller writes when a Job's pod ends.
 func completeJob(g Gomega, job *batchv1.Job, failed bool) {
-	now := metav1.Now()
-	get(g, job)
-	job.Status.StartTime = &now
-	if failed {
-		job.Status.Failed = 1
-		job.Status.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now},
-			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now},
-		}
-	} else {
-		job.Status.Succeeded = 1
-		job.Status.CompletionTime = &now
-		job.Status.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		}
-	}
-	g.Expect(env.Client.Status().Update(context.Background(), job)).To(Succeed())
+	g.Expect(testenv.EndJob(context.Background(), env.Client, job, failed)).To(Succeed())
 }
 
 func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {

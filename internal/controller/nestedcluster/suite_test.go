@@ -2,7 +2,6 @@ package nestedcluster_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -30,17 +29,7 @@ var env *testenv.Env
 func TestMain(m *testing.M) {
 	// The controller's log goes to the test output, which go test shows on failure.
 	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	var err error
-	env, err = testenv.Start(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-	}
-	os.Exit(code)
+	testenv.Main(m, &env)
 }
 
 // startController runs the controller until the returned stop function is called

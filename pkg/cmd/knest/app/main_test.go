@@ -8,8 +8,6 @@ package app_test
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -32,20 +30,7 @@ import (
 // env is started once for the package; each test works in its own namespace.
 var env *testenv.Env
 
-func TestMain(m *testing.M) {
-	var err error
-	env, err = testenv.Start(context.Background())
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "ERROR: failed to start test environment: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "ERROR: failed to stop test environment: %v\n", err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.Main(m, &env) }
 
 func newNamespace(t *testing.T) string {
 	t.Helper()
