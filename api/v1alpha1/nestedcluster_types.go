@@ -377,6 +377,8 @@ type ControlPlaneSpec struct {
 }
 
 // HostedControlPlaneSpec sizes a hosted control plane.
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || !('cpu' in self.resources.limits) || !('cpu' in self.resources.requests) || !isQuantity(string(self.resources.limits['cpu'])) || !isQuantity(string(self.resources.requests['cpu'])) || quantity(string(self.resources.limits['cpu'])).compareTo(quantity(string(self.resources.requests['cpu']))) >= 0",message="controlPlane.hosted.resources.limits.cpu must be at least its request: the host refuses a pod whose limit is below its request"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || !('memory' in self.resources.limits) || !('memory' in self.resources.requests) || !isQuantity(string(self.resources.limits['memory'])) || !isQuantity(string(self.resources.requests['memory'])) || quantity(string(self.resources.limits['memory'])).compareTo(quantity(string(self.resources.requests['memory']))) >= 0",message="controlPlane.hosted.resources.limits.memory must be at least its request: the host refuses a pod whose limit is below its request"
 type HostedControlPlaneSpec struct {
 	// resources of each API server replica's kube-apiserver container, e.g.
 	// requests: {cpu: 100m, memory: 512Mi}.

@@ -87,6 +87,18 @@ var Cases = []Case{
 		nc.Spec.ControlPlane.CPU = knestv1.DefaultCPU
 		nc.Spec.ControlPlane.Memory = qty(knestv1.DefaultMemory)
 	}},
+	{Name: "hosted memory limit below its request", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")}}}
+	}, Field: "spec.controlPlane.hosted", Message: "limits.memory must be at least its request", Shared: true},
+	{Name: "hosted limits above requests", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}
+	}},
 	{Name: "etcd class not a name", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Etcd.StorageClassName = "Fast_SSD" },
 		Field: "spec.controlPlane.etcd.storageClassName", Message: "must be a storage class name", Shared: true},
 	{Name: "etcd ephemeral", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Etcd.Ephemeral = true }},
