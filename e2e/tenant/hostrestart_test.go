@@ -93,6 +93,7 @@ func TestHostRestart(t *testing.T) {
 		for _, tn := range tenants {
 			go lost.watch(ctx, tn.key, step, start)
 		}
+		defer logResets(t, resetHungGuests(ctx, vm, step, start))
 		out, err := exec.CommandContext(ctx, engine, append([]string{"restart"}, nodes...)...).CombinedOutput()
 		g.Expect(err).NotTo(HaveOccurred(), "%s restart: %s", engine, out)
 		s.timeline.add(step, engine+" restart returned", time.Since(start))

@@ -171,6 +171,9 @@ func expectControlPlaneSurvivesQemuKill(t *testing.T, key client.ObjectKey, node
 	g.Expect(s.host.List(ctx, pods, client.InNamespace(key.Namespace), client.MatchingLabels{"kubevirt.io/created-by": string(victim.UID)})).To(Succeed())
 	g.Expect(pods.Items).To(HaveLen(1), "virt-launcher pods of %s", victim.Name)
 	start := time.Now()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	hangs := resetHungGuests(watchCtx, key, step, start)
 	out, err := execInPod(ctx, &pods.Items[0], "compute", "pkill", "-KILL", "-e", "qemu-system")
 	g.Expect(err).NotTo(HaveOccurred(), "killing qemu in %s: %s", pods.Items[0].Name, out)
 	s.timeline.add(step, string(killQemu), 0)
@@ -186,6 +189,14 @@ func expectControlPlaneSurvivesQemuKill(t *testing.T, key client.ObjectKey, node
 	expectNodesReady(t, tc, nodes)
 	s.timeline.add(step, fmt.Sprintf("all nodes Ready (%d)", nodes), time.Since(start))
 	expectTenantStateKept(t, key, tc)
+	logResets(t, hangs)
+}
+
+// logResets says which hung guests a step reset (resetHungGuests).
+func logResets(t *testing.T, w *hangWatch) {
+	for _, r := range w.resets() {
+		t.Logf("reset under emulation: %s", r)
+	}
 }
 
 // expectBackupRestore takes a snapshot with `knest backup`, changes the tenant
@@ -218,6 +229,10 @@ func expectBackupRestore(t *testing.T, key client.ObjectKey, tc tenant, nodes in
 	}, tenantTimeout, poll).Should(Succeed())
 
 	start = time.Now()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	hangs := resetHungGuests(watchCtx, key, step, start) // a VM control plane boots again
+	defer logResets(t, hangs)
 	_, err = knestCmd(t, ctx, "restore", key.Name, "-n", key.Namespace, "--from", snap, "--timeout", createTimeout.String())
 	g.Expect(err).NotTo(HaveOccurred(), "knest restore")
 	s.timeline.add(step, "knest restore returned (Ready)", time.Since(start))
