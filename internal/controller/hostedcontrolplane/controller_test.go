@@ -157,12 +157,12 @@ func TestControlPlaneComesUpThroughItsContract(t *testing.T) {
 
 	// Cluster API's Secrets, owned by the control plane, each made once.
 	purposes := []secret.Purpose{secret.ClusterCA, secret.EtcdCA, secret.FrontProxyCA, secret.ServiceAccount, secret.Kubeconfig}
-	made := map[secret.Purpose]types{}
+	made := map[secret.Purpose]madeSecret{}
 	for _, p := range purposes {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name(c.Name, p)}}
 		g.Eventually(func() error { return env.Client.Get(context.Background(), client.ObjectKeyFromObject(s), s) }, timeout, interval).Should(Succeed())
 		g.Expect(metav1.GetControllerOf(s)).To(HaveField("UID", hcp.UID), s.Name)
-		made[p] = types{uid: string(s.UID), crt: string(s.Data[secret.TLSCrtDataName])}
+		made[p] = madeSecret{uid: string(s.UID), crt: string(s.Data[secret.TLSCrtDataName])}
 	}
 
 	etcdReady(g, ns, c.Name)
@@ -188,7 +188,7 @@ func TestControlPlaneComesUpThroughItsContract(t *testing.T) {
 	for _, p := range purposes[:4] { // the kubeconfig's client certificate is renewed near its end
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name(c.Name, p)}}
 		get(g, s)
-		g.Expect(types{uid: string(s.UID), crt: string(s.Data[secret.TLSCrtDataName])}).To(Equal(made[p]), "%s made anew", s.Name)
+		g.Expect(madeSecret{uid: string(s.UID), crt: string(s.Data[secret.TLSCrtDataName])}).To(Equal(made[p]), "%s made anew", s.Name)
 	}
 
 	// At rest, a reconcile writes nothing: the Cluster's change maps to the control
@@ -210,7 +210,8 @@ func TestControlPlaneComesUpThroughItsContract(t *testing.T) {
 	g.Expect(versions(g, ns)).To(Equal(before), "an object rewritten at rest")
 }
 
-type types struct{ uid, crt string }
+// madeSecret is what tells a Secret made anew: its UID and certificate.
+type madeSecret struct{ uid, crt string }
 
 // versions are the resource versions of the control plane and of everything it
 // makes in ns.
