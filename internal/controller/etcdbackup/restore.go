@@ -53,16 +53,17 @@ func restoring(nc *knestv1.NestedCluster) bool {
 func (r *Reconciler) reconcileRestore(ctx context.Context, nc *knestv1.NestedCluster, in backup.Input) (ctrl.Result, error) {
 	snap := nc.Annotations[knestv1.RestoreFromAnnotation]
 	st := &nc.Status.Backup
+	// Act on the object as it is: the cache may be behind this controller's own write
+	// that ended the restore (the annotation removed, the Jobs deleted), and a restore
+	// resumed from it would stop etcd again and run it anew.
+	live := &knestv1.NestedCluster{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(nc), live); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if live.ResourceVersion != nc.ResourceVersion {
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
 	if st.Restore == nil || st.Restore.Snapshot != snap || st.Restore.Phase != knestv1.RestoreRunning {
-		// A new restore, unless the cache is behind this controller's own write
-		// that ended one (the annotation removed): read the object itself.
-		live := &knestv1.NestedCluster{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(nc), live); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-		if live.ResourceVersion != nc.ResourceVersion {
-			return ctrl.Result{RequeueAfter: time.Second}, nil
-		}
 		// Nothing of an earlier restore's Job may count for this one.
 		if gone, err := r.deleteRestoreJobs(ctx, nc); err != nil || !gone {
 			return ctrl.Result{RequeueAfter: poll}, err
