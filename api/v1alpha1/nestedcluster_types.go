@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +52,19 @@ const Finalizer = "knest.dev/nestedcluster"
 
 // ClusterNameLabel is set on every object knest creates for a NestedCluster.
 const ClusterNameLabel = "knest.dev/cluster"
+
+// TenantNamespaceLabel, set to "true" on a host namespace by a host admin, lets
+// knest make and run tenants there: the controller binds its namespaced role
+// (ClusterRole knest-tenant: Secrets, workloads, volumes) in that namespace only,
+// and an admission policy refuses its writes anywhere else.
+const TenantNamespaceLabel = "knest.dev/tenants"
+
+// NamespaceNotEnabledMessage is what the controller and the CLI say of a namespace
+// without TenantNamespaceLabel.
+func NamespaceNotEnabledMessage(ns string) string {
+	return fmt.Sprintf("namespace %s is not enabled for tenants, so knest creates nothing in it: a host admin enables it with `kubectl label namespace %s %s=true`",
+		ns, ns, TenantNamespaceLabel)
+}
 
 // PoolNameLabel marks objects that belong to one worker pool; the control plane uses
 // ControlPlanePool.
@@ -111,8 +125,11 @@ const (
 	NodesNotReadyReason = "NodesNotReady"
 	ReadyReason         = "Ready"
 	PausedReason        = "Paused"
-	DeletingReason      = "Deleting"
-	ClusterFailedReason = "ClusterFailed"
+	// NamespaceNotEnabledReason: the NestedCluster's namespace lacks
+	// TenantNamespaceLabel, so knest creates nothing for it.
+	NamespaceNotEnabledReason = "NamespaceNotEnabled"
+	DeletingReason            = "Deleting"
+	ClusterFailedReason       = "ClusterFailed"
 	// StateLostReason: the tenant API answers as another, blank cluster.
 	StateLostReason = "StateLost"
 	// StateKeptReason: the tenant API answers with the cluster knest first saw.

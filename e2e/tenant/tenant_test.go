@@ -299,7 +299,7 @@ func createCluster(t *testing.T, ctx context.Context, key client.ObjectKey, spec
 
 func newNamespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-", Labels: map[string]string{knestv1.TenantNamespaceLabel: "true"}}}
 	if err := s.host.Create(context.Background(), ns); err != nil {
 		t.Fatalf("creating a namespace: %v", err)
 	}

@@ -128,7 +128,7 @@ func runOnce(ctx context.Context, rc runConfig) (_ *runResult, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}); err != nil {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace, Labels: map[string]string{knestv1.TenantNamespaceLabel: "true"}}}); err != nil {
 		return nil, err
 	}
 

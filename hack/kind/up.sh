@@ -233,6 +233,8 @@ patches:
 EOF
 kubectl apply -k "$tmp/config/kind"
 kubectl -n knest-system rollout status deploy/knest-controller --timeout=5m
+# knest makes tenants only in namespaces a host admin enabled; here, `default` (make demo's).
+kubectl label namespace default knest.dev/tenants=true --overwrite
 
 step "waiting for KubeVirt to be available"
 wait_for 1200 Available kubevirt/kubevirt -n kubevirt

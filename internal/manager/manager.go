@@ -11,8 +11,10 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
@@ -120,26 +122,35 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// A replica that stops hands over at once instead of after the lease expires.
 		// Safe: the manager returns only once every reconcile has finished.
 		LeaderElectionReleaseOnCancel: true,
-		// So are Secrets, Services and workloads: only those of a Cluster API
-		// cluster (a hosted control plane's; Cluster API labels its Secrets alike).
+		// So are Services and workloads: only those of a Cluster API cluster (a
+		// hosted control plane's).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}:   {Label: labels.NewSelector().Add(*ownedByKnest)},
-			&corev1.Secret{}:      {Label: ofCluster},
+			&rbacv1.RoleBinding{}: {Label: labels.SelectorFromSet(labels.Set{nestedcluster.AccessBindingLabel: "true"})},
 			&corev1.Service{}:     {Label: ofCluster},
 			&appsv1.Deployment{}:  {Label: ofCluster},
 			&appsv1.StatefulSet{}: {Label: ofCluster},
 			&batchv1.Job{}:        {Label: ofCluster},
 			&batchv1.CronJob{}:    {Label: ofCluster},
 		}},
+		// Secrets are read in tenant namespaces only, where the controller's role is
+		// bound (see nestedcluster/access.go): a cluster-wide informer would need
+		// every Secret of the host.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("failed to create the controller manager: %w", err)
+	}
+	self, err := whoAmI(mgr.GetClient())
+	if err != nil {
+		return nil, err
 	}
 	r := &nestedcluster.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorderFor("knest"),
 		Render:    opts.Render,
+		Self:      self,
 		Tenants:   &nestedcluster.KubeconfigTenantReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second, Every: 30 * time.Second},
 		// Often enough that a control plane that came back blank is reported
 		// before anyone acts on it; one GET of kube-system per cluster.
@@ -193,4 +204,15 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// whoAmI is the identity the controller runs as, which it binds its tenant role to.
+func whoAmI(c client.Client) (rbacv1.Subject, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	review := &authenticationv1.SelfSubjectReview{}
+	if err := c.Create(ctx, review); err != nil {
+		return rbacv1.Subject{}, fmt.Errorf("failed to ask the host who the controller is (SelfSubjectReview): %w", err)
+	}
+	return nestedcluster.SubjectFor(review.Status.UserInfo.Username), nil
 }

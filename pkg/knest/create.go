@@ -2,8 +2,11 @@ package knest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +38,9 @@ func (c *Client) Create(ctx context.Context, nc *knestv1.NestedCluster, opts ...
 	if err := Validate(nc); err != nil {
 		return err
 	}
+	if err := c.checkTenantNamespace(ctx, nc); err != nil {
+		return err
+	}
 	status := cli.StatusForLogger(c.logger)
 	nc = nc.DeepCopy()
 	if err := c.c.Create(ctx, nc); err != nil {
@@ -42,7 +48,7 @@ func (c *Client) Create(ctx context.Context, nc *knestv1.NestedCluster, opts ...
 			return fmt.Errorf("cluster %s already exists in namespace %s; scale or delete it, or pick another name", nc.Name, nc.Namespace)
 		}
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("failed to create cluster %s: namespace %s does not exist; create it first (kubectl create namespace %s) or pick another with -n: %w", nc.Name, nc.Namespace, nc.Namespace, err)
+			return namespaceMissing(nc, err)
 		}
 		return fmt.Errorf("failed to create cluster %s in namespace %s: %w", nc.Name, nc.Namespace, err)
 	}
@@ -55,4 +61,28 @@ func (c *Client) Create(ctx context.Context, nc *knestv1.NestedCluster, opts ...
 			err, nc.Name, nc.Namespace, nc.Name, nc.Namespace, nc.Name, nc.Namespace)
 	}
 	return nil
+}
+
+// checkTenantNamespace refuses a namespace the controller would not build in. A user
+// who may not read namespaces is not stopped: the cluster's status says it then.
+func (c *Client) checkTenantNamespace(ctx context.Context, nc *knestv1.NestedCluster) error {
+	name := nc.Namespace
+	ns := &corev1.Namespace{}
+	switch err := c.c.Get(ctx, client.ObjectKey{Name: name}, ns); {
+	case apierrors.IsNotFound(err):
+		return namespaceMissing(nc, err)
+	case apierrors.IsForbidden(err):
+		c.logger.V(1).Info(fmt.Sprintf("Cannot read namespace %s; not checking that it is enabled for tenants", name), "error", err.Error())
+		return nil
+	case err != nil:
+		return fmt.Errorf("failed to read namespace %s: %w", name, err)
+	}
+	if ns.Labels[knestv1.TenantNamespaceLabel] != "true" {
+		return errors.New(knestv1.NamespaceNotEnabledMessage(name))
+	}
+	return nil
+}
+
+func namespaceMissing(nc *knestv1.NestedCluster, err error) error {
+	return fmt.Errorf("failed to create cluster %s: namespace %s does not exist; create it first (kubectl create namespace %s) or pick another with -n: %w", nc.Name, nc.Namespace, nc.Namespace, err)
 }

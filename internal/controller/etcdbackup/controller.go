@@ -6,6 +6,7 @@ package etcdbackup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -37,12 +38,10 @@ import (
 
 // +kubebuilder:rbac:groups=knest.dev,resources=nestedclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=knest.dev,resources=nestedclusters/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
 
 // FieldOwner is the field manager of what this controller applies.
 const FieldOwner = "knest-backup"
@@ -69,14 +68,14 @@ type Reconciler struct {
 // SetupWithManager watches NestedClusters and the Jobs and CronJobs of their
 // backups and restores.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("etcdbackup").
 		// Its own status writes, and the NestedCluster controller's, are not news.
 		For(&knestv1.NestedCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Owns(&batchv1.CronJob{}).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(jobToCluster)).
-		WithOptions(options).
-		Complete(r)
+		WithOptions(options)
+	return nestedcluster.WatchTenantNamespaces(b, r.Client).Complete(r)
 }
 
 // jobToCluster maps a backup or restore Job to its NestedCluster (whose name
@@ -105,6 +104,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	// What this controller made is owned by the NestedCluster and goes with it.
 	if !nc.DeletionTimestamp.IsZero() || nc.Spec.Paused {
 		return ctrl.Result{}, nil
+	}
+	// Outside tenant namespaces knest may not act; the NestedCluster controller says so.
+	if err := nestedcluster.TenantNamespace(ctx, r.Client, nc.Namespace); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(ignoreNotEnabled(err))
 	}
 	helper, err := patch.NewHelper(nc, r.Client)
 	if err != nil {
@@ -286,4 +289,11 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+func ignoreNotEnabled(err error) error {
+	if errors.As(err, new(*nestedcluster.NamespaceNotEnabledError)) {
+		return nil
+	}
+	return err
 }

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
@@ -44,9 +45,8 @@ import (
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtclusters;kubevirtmachinetemplates,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=infrastructure.cluster.x-k8s.io,resources=kubevirtmachines,verbs=get;list
 // +kubebuilder:rbac:groups=addons.cluster.x-k8s.io,resources=clusterresourcesets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=knest-system
@@ -67,6 +67,9 @@ type Reconciler struct {
 	// Tenants reads a tenant's identity through its API, so that a control plane
 	// that came back blank is reported; nil reads nothing.
 	Tenants TenantReader
+	// Self is the controller's own identity, to which it binds ClusterRole
+	// knest-tenant in each tenant namespace (see access.go).
+	Self rbacv1.Subject
 	// TenantCheckInterval is how often an initialized cluster's identity is read
 	// again when nothing else brings it back; 0 leaves it to watched objects.
 	TenantCheckInterval time.Duration
@@ -78,7 +81,7 @@ type Reconciler struct {
 // KubevirtCluster and KubeadmControlPlane are owned by the Cluster too, so those
 // watches match every owner, not only the controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Options) error {
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&knestv1.NestedCluster{}).
 		Owns(&clusterv1.Cluster{}).
 		Owns(&capkv1.KubevirtCluster{}, builder.MatchEveryOwner).
@@ -91,8 +94,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 		Owns(&addonsv1.ClusterResourceSet{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		WithOptions(options).
-		Complete(r)
+		WithOptions(options)
+	return WatchTenantNamespaces(b, r.Client).Complete(r)
 }
 
 // scope is what one reconcile read and decided.

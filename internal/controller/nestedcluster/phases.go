@@ -2,6 +2,7 @@ package nestedcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,13 @@ import (
 // asks for and reads back what Cluster API reports.
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	log := ctrl.LoggerFrom(ctx)
+	if err := r.ensureAccess(ctx, s.nc.Namespace); err != nil {
+		s.applyErr = err
+		if errors.As(err, new(*NamespaceNotEnabledError)) {
+			return nil // the namespace watch brings it back once labelled
+		}
+		return err
+	}
 	desired := s.nc
 	held, err := r.heldVersion(ctx, s.nc)
 	if err != nil {

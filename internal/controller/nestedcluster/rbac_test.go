@@ -13,6 +13,7 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,13 +21,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	capisecret "sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/internal/manager"
+	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/hosted"
 )
 
 // TestRunsWithOnlyItsOwnRBAC runs the controller as the service account of
@@ -36,19 +46,8 @@ import (
 func TestRunsWithOnlyItsOwnRBAC(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	const ns, sa = "knest-system", "system:serviceaccount:knest-system:knest-controller"
-	g.Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
-	for _, file := range []string{"role.yaml", "service_account.yaml", "metrics_reader_role.yaml"} {
-		for _, obj := range readManifests(g, filepath.Join("..", "..", "..", "config", "rbac", file)) {
-			g.Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, obj))).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
-		}
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	g.Expect(env.WriteUserKubeconfig(kubeconfig, sa, "system:serviceaccounts", "system:serviceaccounts:"+ns)).To(Succeed())
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	g.Expect(err).NotTo(HaveOccurred())
-	as, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-	g.Expect(err).NotTo(HaveOccurred())
+	const ns = "knest-system"
+	cfg, as := asController(t, g)
 
 	// Node heartbeats and other components' leader leases are out of reach.
 	for _, other := range []string{"kube-system", "kube-node-lease", "default"} {
@@ -102,6 +101,126 @@ func TestRunsWithOnlyItsOwnRBAC(t *testing.T) {
 	lease := &coordinationv1.Lease{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "knest-controller.knest.dev"}, lease)).To(Succeed())
 	g.Expect(ptr.Deref(lease.Spec.HolderIdentity, "")).To(BeEmpty())
+}
+
+const controllerUser = "system:serviceaccount:knest-system:knest-controller"
+
+// asController installs config/rbac and the controller's admission fence, and
+// returns a config and client that authenticate as the controller's service account.
+func asController(t *testing.T, g Gomega) (*rest.Config, client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	g.Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "knest-system"}}))).To(Succeed())
+	files := []string{"rbac/role.yaml", "rbac/tenant_role.yaml", "rbac/service_account.yaml", "rbac/metrics_reader_role.yaml", "admission/controller_fence_policy.yaml"}
+	for _, file := range files {
+		for _, obj := range readManifests(g, filepath.Join("..", "..", "..", "config", file)) {
+			g.Expect(client.IgnoreAlreadyExists(env.Client.Create(ctx, obj))).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
+		}
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	g.Expect(env.WriteUserKubeconfig(kubeconfig, controllerUser, "system:serviceaccounts", "system:serviceaccounts:knest-system")).To(Succeed())
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	g.Expect(err).NotTo(HaveOccurred())
+	as, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	return cfg, as
+}
+
+// TestFencedToTenantNamespaces: the controller reads no Secret and writes nothing
+// outside namespaces labelled knest.dev/tenants=true, cannot bind itself anything
+// but knest-tenant there, and a cluster in another namespace waits, saying why,
+// until the namespace is enabled. A hosted cluster's Secrets and workloads are
+// written through the binding it makes.
+func TestFencedToTenantNamespaces(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	cfg, as := asController(t, g)
+	tenants := namespace(t, g)
+	plain := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "plain-"}}
+	g.Expect(env.Client.Create(ctx, plain)).To(Succeed())
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kept"}, StringData: map[string]string{"k": "v"}}
+	for _, ns := range []string{"kube-system", plain.Name, tenants} {
+		s := secret.DeepCopy()
+		s.Namespace = ns
+		g.Expect(env.Client.Create(ctx, s)).To(Succeed())
+	}
+
+	stop := startControllerWith(t, cfg, manager.Options{Concurrency: 2, ToolImage: testToolImage})
+	defer stop()
+
+	// A cluster in a namespace that is not enabled waits, and says why.
+	waiting := newCluster(plain.Name, "waiting")
+	g.Expect(env.Client.Create(ctx, waiting)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		get(g, waiting)
+		g.Expect(conditions.GetReason(waiting, knestv1.TopologyReconciledCondition)).To(Equal(knestv1.NamespaceNotEnabledReason))
+		g.Expect(conditions.GetMessage(waiting, knestv1.TopologyReconciledCondition)).To(Equal(knestv1.NamespaceNotEnabledMessage(plain.Name)))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(waiting), &clusterv1.Cluster{})).To(Satisfy(apierrors.IsNotFound))
+
+	// A hosted cluster in a tenant namespace: the controller binds knest-tenant to
+	// itself there, and its control plane's Secrets and workloads follow.
+	hostedNC := newCluster(tenants, "hosted")
+	hostedNC.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+	hostedNC.Spec.ControlPlane.Etcd.Ephemeral = true
+	g.Expect(env.Client.Create(ctx, hostedNC)).To(Succeed())
+	// Cluster API's Cluster controller (not run here) owns the control plane.
+	g.Eventually(func(g Gomega) {
+		c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: hostedNC.Name}}
+		get(g, c)
+		hcp := &hcpv1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: cluster.ControlPlaneName(hostedNC.Name)}}
+		get(g, hcp)
+		hcp.OwnerReferences = append(hcp.OwnerReferences, metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: c.Name, UID: c.UID})
+		g.Expect(env.Client.Update(ctx, hcp)).To(Succeed())
+	}, timeout, interval).Should(Succeed())
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: nestedcluster.AccessBindingName}}
+	g.Eventually(func(g Gomega) {
+		get(g, binding)
+		g.Expect(binding.RoleRef.Name).To(Equal(nestedcluster.TenantRole))
+		g.Expect(binding.Subjects).To(ConsistOf(rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "knest-system", Name: "knest-controller"}))
+		get(g, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: hosted.EtcdName(hostedNC.Name)}})
+		get(g, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: capisecret.Name(hostedNC.Name, capisecret.ClusterCA)}})
+	}, timeout, interval).Should(Succeed())
+
+	// Secrets: in the tenant namespace only.
+	g.Expect(as.Get(ctx, client.ObjectKey{Namespace: tenants, Name: "kept"}, &corev1.Secret{})).To(Succeed())
+	for _, ns := range []string{"kube-system", plain.Name} {
+		g.Expect(as.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kept"}, &corev1.Secret{})).To(Satisfy(apierrors.IsForbidden), "read a Secret in %s", ns)
+		g.Expect(as.List(ctx, &corev1.SecretList{}, client.InNamespace(ns))).To(Satisfy(apierrors.IsForbidden), "list Secrets in %s", ns)
+	}
+	g.Expect(as.List(ctx, &corev1.SecretList{})).To(Satisfy(apierrors.IsForbidden), "list every Secret")
+
+	// Writes outside tenant namespaces: refused by RBAC for workloads, by the
+	// admission fence for the kinds its cluster-wide role writes.
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "probe"}}
+	g.Expect(as.Create(ctx, deploy)).To(Satisfy(apierrors.IsForbidden))
+	foreign := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: plain.Name, Name: "probe"}, Spec: clusterv1.ClusterSpec{Paused: ptr.To(true)}}
+	g.Expect(as.Create(ctx, foreign)).To(MatchError(ContainSubstring("the knest controller writes only in namespaces labelled knest.dev/tenants=true; namespace " + plain.Name + " is not")))
+
+	// Bindings: knest-tenant to itself, in tenant namespaces only.
+	bind := func(ns, role string, subject rbacv1.Subject) error {
+		return as.Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "probe-"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{subject},
+		})
+	}
+	self := binding.Subjects[0]
+	g.Expect(bind(plain.Name, nestedcluster.TenantRole, self)).To(MatchError(ContainSubstring("namespace " + plain.Name + " is not")))
+	g.Expect(bind("kube-system", nestedcluster.TenantRole, self)).To(Satisfy(apierrors.IsForbidden))
+	other := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: tenants, Name: "default"}
+	g.Expect(bind(tenants, nestedcluster.TenantRole, other)).To(MatchError(ContainSubstring("may only bind ClusterRole knest-tenant, to itself")))
+	g.Expect(bind(tenants, "cluster-admin", self)).To(Satisfy(apierrors.IsForbidden))
+	// Nor can it enable a namespace itself.
+	g.Expect(as.Patch(ctx, plain, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"knest.dev/tenants":"true"}}}`)))).To(Satisfy(apierrors.IsForbidden))
+
+	// Once a host admin enables the namespace, the waiting cluster goes on.
+	g.Expect(env.Client.Patch(ctx, plain, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"knest.dev/tenants":"true"}}}`)))).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		get(g, waiting)
+		g.Expect(conditions.GetReason(waiting, knestv1.TopologyReconciledCondition)).NotTo(Equal(knestv1.NamespaceNotEnabledReason))
+		get(g, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: plain.Name, Name: waiting.Name}})
+	}, timeout, interval).Should(Succeed())
 }
 
 // readManifests decodes every object of a multi-document YAML file.

@@ -91,6 +91,8 @@ func setTopologyReconciledCondition(nc *knestv1.NestedCluster, s *scope) {
 		if d := clusterCondition(s.cluster, clusterv1.ClusterDeletingCondition); d != nil && d.Status == metav1.ConditionTrue && d.Message != "" {
 			c.Message += "; Cluster API: " + d.Message
 		}
+	case errors.As(s.applyErr, new(*NamespaceNotEnabledError)):
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.NamespaceNotEnabledReason, s.applyErr.Error()
 	case s.applyErr != nil:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.ApplyFailedReason, s.applyErr.Error()
 	case nc.Spec.Paused:

@@ -68,7 +68,7 @@ func startControllerWith(t *testing.T, cfg *rest.Config, opts manager.Options) (
 // namespace creates a namespace of the test's own.
 func namespace(t *testing.T, g Gomega) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-", Labels: map[string]string{knestv1.TenantNamespaceLabel: "true"}}}
 	g.Expect(env.Client.Create(context.Background(), ns)).To(Succeed())
 	return ns.Name
 }

@@ -35,7 +35,7 @@ func TestMain(m *testing.M) { testenv.Main(m, &env) }
 func newNamespace(t *testing.T) string {
 	t.Helper()
 	g := NewWithT(t)
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "knest-cli-"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "knest-cli-", Labels: map[string]string{knestv1.TenantNamespaceLabel: "true"}}}
 	g.Expect(env.Client.Create(t.Context(), ns)).To(Succeed())
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), ns) })
 	return ns.Name
