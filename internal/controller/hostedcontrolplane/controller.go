@@ -214,6 +214,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 			return 0, err
 		}
 	}
+	// The StatefulSet's volumeClaimTemplates cannot change: etcdStorageClass keeps
+	// an existing one's, so its apply never tries.
 	for _, obj := range []client.Object{etcdSvc, sts} {
 		if _, err := r.applier().Apply(ctx, hcp, obj); err != nil {
 			return 0, err
