@@ -33,10 +33,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	"github.com/knest-dev/knest/internal/apply"
 	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/hosted"
 )
@@ -56,6 +56,13 @@ import (
 
 // fieldOwner is the server-side apply field manager of the host objects.
 const fieldOwner = "knest-hosted-control-plane"
+
+// applier applies the host objects, which the HostedControlPlane controls. ReadBack:
+// the reconcile reads what the server has (the Service's clusterIP, the
+// StatefulSet's, Deployment's and Job's status) from the objects it applied.
+func (r *Reconciler) applier() *apply.Applier {
+	return &apply.Applier{Client: r.Client, FieldOwner: fieldOwner, ReadBack: true}
+}
 
 // Reconciler reconciles HostedControlPlanes.
 type Reconciler struct {
@@ -143,7 +150,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 	}
 
 	svc := hosted.Service(hcp, c.Name)
-	if err := r.apply(ctx, hcp, svc); err != nil {
+	if _, err := r.applier().Apply(ctx, hcp, svc); err != nil {
 		return 0, err
 	}
 	if svc.Spec.ClusterIP == "" {
@@ -159,7 +166,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 	if err != nil {
 		return 0, err
 	}
-	if err := r.apply(ctx, hcp, cm); err != nil {
+	if _, err := r.applier().Apply(ctx, hcp, cm); err != nil {
 		return 0, err
 	}
 	configHash, err := cluster.ContentHash([]string{hcp.Spec.Version, cm.Data["kubeadm.yaml"]})
@@ -188,12 +195,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 		return 0, err
 	}
 	for _, p := range in.Policies() {
-		if err := r.apply(ctx, hcp, p); err != nil {
+		if _, err := r.applier().Apply(ctx, hcp, p); err != nil {
 			return 0, err
 		}
 	}
 	for _, b := range in.DisruptionBudgets() {
-		if err := r.apply(ctx, hcp, b); err != nil {
+		if _, err := r.applier().Apply(ctx, hcp, b); err != nil {
 			return 0, err
 		}
 	}
@@ -202,12 +209,14 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 		return 0, err
 	}
 	for _, obj := range []client.Object{agent, agentSet} {
-		if err := r.apply(ctx, hcp, obj); err != nil {
+		if _, err := r.applier().Apply(ctx, hcp, obj); err != nil {
 			return 0, err
 		}
 	}
+	// The StatefulSet's volumeClaimTemplates cannot change: etcdStorageClass keeps
+	// an existing one's, so its apply never tries.
 	for _, obj := range []client.Object{etcdSvc, sts} {
-		if err := r.apply(ctx, hcp, obj); err != nil {
+		if _, err := r.applier().Apply(ctx, hcp, obj); err != nil {
 			return 0, err
 		}
 	}
@@ -215,7 +224,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 		return 0, err
 	}
 	deploy := in.Deployment(configHash[:16])
-	if err := r.apply(ctx, hcp, deploy); err != nil {
+	if _, err := r.applier().Apply(ctx, hcp, deploy); err != nil {
 		return 0, err
 	}
 	r.setReplicas(hcp, deploy)
@@ -236,8 +245,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, hcp *hcpv1.HostedContr
 
 	// The tenant side, with the version's kubeadm; again after every change of
 	// version or configuration (kube-proxy, CoreDNS, kubelet-config move with it).
+	// A Job's pod template is immutable: its name carries the template's hash, so a
+	// changed one is a new Job, never an apply to the old.
 	job := in.Job(configHash)
-	if err := r.apply(ctx, hcp, job); err != nil {
+	if _, err := r.applier().Apply(ctx, hcp, job); err != nil {
 		return 0, err
 	}
 	if failed := jobFailed(job); failed != nil {
@@ -373,7 +384,10 @@ func (r *Reconciler) reconcileEtcdCerts(ctx context.Context, hcp *hcpv1.HostedCo
 		Type: corev1.SecretTypeOpaque,
 		Data: data,
 	}
-	return r.apply(ctx, hcp, s)
+	// Applied only here, when made anew: the keys are random, so rendering them on
+	// every reconcile would never match the applied hash.
+	_, err = r.applier().Apply(ctx, hcp, s)
+	return err
 }
 
 // adoptEtcdClaims makes the HostedControlPlane an owner of etcd's volumes, which
@@ -468,20 +482,6 @@ func (r *Reconciler) pruneJobs(ctx context.Context, hcp *hcpv1.HostedControlPlan
 		if err := r.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// apply server-side applies obj, owned by hcp, and reads back what the server has
-// (status included).
-func (r *Reconciler) apply(ctx context.Context, hcp *hcpv1.HostedControlPlane, obj client.Object) error {
-	if err := controllerutil.SetControllerReference(hcp, obj, r.Client.Scheme()); err != nil {
-		return err
-	}
-	obj.SetManagedFields(nil)
-	obj.SetResourceVersion("")
-	if err := r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("failed to apply %s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err)
 	}
 	return nil
 }

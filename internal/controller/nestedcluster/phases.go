@@ -62,7 +62,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		objs = []client.Object{graph.Cluster}
 	}
 	for _, obj := range objs {
-		wrote, err := r.apply(ctx, s.nc, obj)
+		wrote, err := r.applier().Apply(ctx, s.nc, obj)
 		if err != nil {
 			s.applyErr = err
 			return err

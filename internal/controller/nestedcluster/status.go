@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/conditions"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/apply"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
 
@@ -278,7 +279,7 @@ func phase(nc *knestv1.NestedCluster, s *scope, initialized bool) knestv1.Phase 
 // what knest rendered, the spec could not be rendered, or an object in the way is
 // someone else's.
 func failed(s *scope) bool {
-	var notOwned *NotOwnedError
+	var notOwned *apply.NotOwnedError
 	return s.applyErr != nil && (apierrors.IsInvalid(s.applyErr) || s.graph == nil || errors.As(s.applyErr, &notOwned))
 }
 
