@@ -138,19 +138,6 @@ func TestEtcdStoppedKeepsEverythingButTheMember(t *testing.T) {
 	g.Expect(stopped).To(Equal(running))
 }
 
-func TestEtcdPolicyAdmitsTheClustersBackupJobsOnly(t *testing.T) {
-	g := NewWithT(t)
-	in := input()
-	policy := in.Policies()[0]
-	g.Expect(policy.Name).To(Equal(EtcdPolicyName(in.Cluster)))
-	from := policy.Spec.Ingress[0].From
-	g.Expect(from).To(ContainElement(HaveField("PodSelector.MatchLabels", backup.Selector(in.Cluster, backup.ComponentBackup))))
-	for _, peer := range from {
-		g.Expect(peer.NamespaceSelector).To(BeNil(), "the cluster's own namespace only")
-		g.Expect(peer.PodSelector.MatchLabels).To(HaveKeyWithValue("cluster.x-k8s.io/cluster-name", in.Cluster))
-	}
-}
-
 // Three members: one per pod and claim, each named in the initial cluster by its
 // stable name; they start together, and the API server knows all three. One member
 // (the default) keeps the pod template it had before etcd could have more.
