@@ -138,10 +138,6 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 			FailureThreshold: 8,
 		}
 	}
-	apiResources := s.Resources
-	if len(apiResources.Requests) == 0 && len(apiResources.Limits) == 0 {
-		apiResources = requests("50m", "256Mi")
-	}
 	readiness := probe("/readyz")
 	readiness.FailureThreshold = 3
 	liveness := probe("/livez")
@@ -174,7 +170,7 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 					Containers: []corev1.Container{
 						{
 							Name: "kube-apiserver", Image: componentImage("kube-apiserver", v), ImagePullPolicy: corev1.PullIfNotPresent,
-							Command: append([]string{"kube-apiserver"}, args(apiserver)...), Resources: apiResources,
+							Command: append([]string{"kube-apiserver"}, args(apiserver)...), Resources: withDefaults(s.Resources, apiServerDefaults),
 							Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: APIServerPort, Protocol: corev1.ProtocolTCP}},
 							ReadinessProbe: readiness, LivenessProbe: liveness,
 							VolumeMounts: []corev1.VolumeMount{pki, mount("config", "/config"), mount("konnectivity", konnectivitySocketDir)},
@@ -182,12 +178,12 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 						in.konnectivityServerContainer(kc, pki),
 						{
 							Name: "kube-controller-manager", Image: componentImage("kube-controller-manager", v), ImagePullPolicy: corev1.PullIfNotPresent,
-							Command: append([]string{"kube-controller-manager"}, args(controllerManager)...), Resources: requests("20m", "64Mi"),
+							Command: append([]string{"kube-controller-manager"}, args(controllerManager)...), Resources: withDefaults(s.ControllerManager.Resources, controllerManagerDefaults),
 							VolumeMounts: []corev1.VolumeMount{pki, kc},
 						},
 						{
 							Name: "kube-scheduler", Image: componentImage("kube-scheduler", v), ImagePullPolicy: corev1.PullIfNotPresent,
-							Command: append([]string{"kube-scheduler"}, args(scheduler)...), Resources: requests("10m", "32Mi"),
+							Command: append([]string{"kube-scheduler"}, args(scheduler)...), Resources: withDefaults(s.Scheduler.Resources, schedulerDefaults),
 							VolumeMounts: []corev1.VolumeMount{kc},
 						},
 					},

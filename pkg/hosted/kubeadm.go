@@ -87,6 +87,7 @@ func kubeadmContainer(name, version, script string, mounts ...corev1.VolumeMount
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		Command:         []string{"/bin/sh", "-c", prepareScript + script},
 		Env:             podEnv(),
+		Resources:       *kubeadmDefaults.DeepCopy(),
 		VolumeMounts:    mounts,
 	}
 }

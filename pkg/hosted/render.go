@@ -144,10 +144,10 @@ func inMemory(name string) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}
 }
 
-// nonRootUser runs every container of the API server pods and the kubeadm Job: the
-// distroless user of Kubernetes' and konnectivity's images. One user for all, so that
-// the keys kubeadm writes (mode 0600) in the init container are readable by the
-// servers, and by no other user.
+// nonRootUser runs every container of the API server pods, etcd and the kubeadm
+// Job: the distroless user of Kubernetes', etcd's and konnectivity's images. One
+// user for all, so that the keys kubeadm writes (mode 0600) in the init container
+// are readable by the servers, and by no other user.
 const nonRootUser = 65532
 
 // restrictedPod and restrictedContainer are the Pod Security Standards' restricted

@@ -5,6 +5,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -22,15 +24,28 @@ func input() Input {
 	}
 }
 
-// The API server pod and the kubeadm Job run to the restricted Pod Security
+// podSpecs are the pod templates of every workload rendered for in.
+func podSpecs(t *testing.T, in Input) map[string]corev1.PodSpec {
+	t.Helper()
+	sts, _, err := in.Etcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]corev1.PodSpec{
+		"API server": in.Deployment("hash").Spec.Template.Spec,
+		"kubeadm":    in.Job("hash").Spec.Template.Spec,
+		"etcd":       sts.Spec.Template.Spec,
+	}
+}
+
+// The API server pod, etcd and the kubeadm Job run to the restricted Pod Security
 // Standard, their keys in memory.
 func TestPodsAreRestricted(t *testing.T) {
 	g := NewWithT(t)
 	in := input()
-	for name, spec := range map[string]corev1.PodSpec{
-		"API server": in.Deployment("hash").Spec.Template.Spec,
-		"kubeadm":    in.Job("hash").Spec.Template.Spec,
-	} {
+	in.EtcdStorageClass = ptr.To("fast")
+	for name, spec := range podSpecs(t, in) {
+		g.Expect(spec.SecurityContext).NotTo(BeNil(), name)
 		g.Expect(spec.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()), name)
 		g.Expect(spec.SecurityContext.RunAsUser).To(HaveValue(BeEquivalentTo(nonRootUser)), name)
 		g.Expect(spec.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault), name)
@@ -43,9 +58,97 @@ func TestPodsAreRestricted(t *testing.T) {
 			g.Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()), c.Name)
 		}
 		for _, v := range spec.Volumes {
-			if v.EmptyDir != nil && v.Name != "konnectivity" { // a socket
+			if v.EmptyDir != nil && v.Name != "konnectivity" && v.Name != "data" { // a socket; etcd's data
 				g.Expect(v.EmptyDir.Medium).To(Equal(corev1.StorageMediumMemory), "%s: %s", name, v.Name)
 			}
 		}
 	}
+}
+
+// Every container has a memory limit, no lower than its request (the host refuses
+// a pod otherwise), and no CPU limit unless the spec gives one.
+func TestEveryContainerHasAMemoryLimit(t *testing.T) {
+	for name, mutate := range map[string]func(*Input){
+		"defaults":               func(*Input) {},
+		"three and three":        func(in *Input) { in.HCP.Spec.Replicas = ptr.To[int32](3); in.HCP.Spec.Etcd.Members = 3 },
+		"requests only, in spec": func(in *Input) { in.HCP.Spec.Etcd.Resources = requests("1", "256Mi") },
+		"limit only, in spec": func(in *Input) {
+			in.HCP.Spec.Scheduler.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			in := input()
+			in.EtcdStorageClass = ptr.To("")
+			mutate(&in)
+			for pod, spec := range podSpecs(t, in) {
+				for _, c := range append(spec.InitContainers, spec.Containers...) {
+					r := c.Resources
+					g.Expect(r.Limits).To(HaveKey(corev1.ResourceMemory), "%s: %s", pod, c.Name)
+					g.Expect(r.Requests).To(HaveKey(corev1.ResourceMemory), "%s: %s", pod, c.Name)
+					g.Expect(r.Requests).To(HaveKey(corev1.ResourceCPU), "%s: %s", pod, c.Name)
+					g.Expect(r.Limits).NotTo(HaveKey(corev1.ResourceCPU), "%s: %s", pod, c.Name)
+					g.Expect(r.Limits.Memory().Cmp(*r.Requests.Memory())).To(BeNumerically(">=", 0), "%s: %s", pod, c.Name)
+				}
+			}
+		})
+	}
+}
+
+// Each component's resources in the spec replace its defaults, value by value.
+func TestResourcesFromTheSpec(t *testing.T) {
+	g := NewWithT(t)
+	in := input()
+	in.EtcdStorageClass = ptr.To("")
+	s := &in.HCP.Spec
+	s.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}, // above the default limit
+	}
+	s.ControllerManager.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+	}
+	s.Scheduler.Resources = requests("30m", "48Mi")
+	s.KonnectivityServer.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	s.Etcd.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+	}
+	got := map[string]corev1.ResourceRequirements{}
+	for _, spec := range podSpecs(t, in) {
+		for _, c := range append(spec.InitContainers, spec.Containers...) {
+			got[c.Name] = c.Resources
+		}
+	}
+	list := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	want := map[string]corev1.ResourceRequirements{
+		// A request above the default limit drops it.
+		"kube-apiserver": {Requests: list("cpu", apiServerCPU, "memory", "2Gi")},
+		"kube-controller-manager": {Requests: list("cpu", "200m", "memory", controllerManagerMemory),
+			Limits: list("cpu", "1", "memory", "1Gi")},
+		"kube-scheduler": {Requests: list("cpu", "30m", "memory", "48Mi"), Limits: list("memory", schedulerMemoryLimit)},
+		// A limit below the default request makes the request.
+		"konnectivity-server": {Requests: list("cpu", konnectivityCPU, "memory", konnectivityMemory), Limits: list("memory", "64Mi")},
+		"etcd":                {Requests: list("cpu", etcdCPU, "memory", "1Gi"), Limits: list("memory", "2Gi")},
+		"certs":               kubeadmDefaults,
+		"kubeadm":             kubeadmDefaults,
+	}
+	g.Expect(got).To(HaveLen(len(want)))
+	for name, w := range want {
+		g.Expect(equality.Semantic.DeepEqual(got[name], w)).To(BeTrue(), "%s: got %v, want %v", name, got[name], w)
+	}
+
+	s.KonnectivityServer.Resources.Limits = list("memory", "8Mi")
+	for _, c := range in.Deployment("hash").Spec.Template.Spec.Containers {
+		if c.Name == "konnectivity-server" {
+			g.Expect(c.Resources.Requests.Memory().String()).To(Equal("8Mi"), "a default request above the given limit becomes the limit")
+		}
+	}
+	g.Expect(in.HCP.Spec.KonnectivityServer.Resources.Requests).To(BeNil(), "the spec is left as it was")
 }
