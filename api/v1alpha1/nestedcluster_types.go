@@ -393,12 +393,50 @@ type ControlPlaneSpec struct {
 	MachineSpec `json:",inline"`
 }
 
-// HostedControlPlaneSpec sizes a hosted control plane.
+// HostedControlPlaneSpec sizes a hosted control plane's containers. Each
+// resources field is one component's; a value left out keeps knest's default
+// (pkg/hosted/defaults.go: a CPU and memory request and a memory limit, no CPU
+// limit), and a memory request above the default limit drops that limit.
+// kubeadm's containers keep their defaults. All of it is hosted only: a VM control
+// plane refuses controlPlane.hosted.
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || !('cpu' in self.resources.limits) || !('cpu' in self.resources.requests) || !isQuantity(string(self.resources.limits['cpu'])) || !isQuantity(string(self.resources.requests['cpu'])) || quantity(string(self.resources.limits['cpu'])).compareTo(quantity(string(self.resources.requests['cpu']))) >= 0",message="controlPlane.hosted.resources.limits.cpu must be at least its request: the host refuses a pod whose limit is below its request"
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || !('memory' in self.resources.limits) || !('memory' in self.resources.requests) || !isQuantity(string(self.resources.limits['memory'])) || !isQuantity(string(self.resources.requests['memory'])) || quantity(string(self.resources.limits['memory'])).compareTo(quantity(string(self.resources.requests['memory']))) >= 0",message="controlPlane.hosted.resources.limits.memory must be at least its request: the host refuses a pod whose limit is below its request"
 type HostedControlPlaneSpec struct {
 	// resources of each API server replica's kube-apiserver container, e.g.
 	// requests: {cpu: 100m, memory: 512Mi}.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// controllerManager sizes kube-controller-manager, beside each kube-apiserver.
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || !('cpu' in self.resources.limits) || !('cpu' in self.resources.requests) || !isQuantity(string(self.resources.limits['cpu'])) || !isQuantity(string(self.resources.requests['cpu'])) || quantity(string(self.resources.limits['cpu'])).compareTo(quantity(string(self.resources.requests['cpu']))) >= 0",message="controlPlane.hosted.controllerManager.resources.limits.cpu must be at least its request: the host refuses a pod whose limit is below its request"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || !('memory' in self.resources.limits) || !('memory' in self.resources.requests) || !isQuantity(string(self.resources.limits['memory'])) || !isQuantity(string(self.resources.requests['memory'])) || quantity(string(self.resources.limits['memory'])).compareTo(quantity(string(self.resources.requests['memory']))) >= 0",message="controlPlane.hosted.controllerManager.resources.limits.memory must be at least its request: the host refuses a pod whose limit is below its request"
+	// +optional
+	ControllerManager HostedComponentSpec `json:"controllerManager,omitempty,omitzero"`
+
+	// scheduler sizes kube-scheduler, beside each kube-apiserver.
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || !('cpu' in self.resources.limits) || !('cpu' in self.resources.requests) || !isQuantity(string(self.resources.limits['cpu'])) || !isQuantity(string(self.resources.requests['cpu'])) || quantity(string(self.resources.limits['cpu'])).compareTo(quantity(string(self.resources.requests['cpu']))) >= 0",message="controlPlane.hosted.scheduler.resources.limits.cpu must be at least its request: the host refuses a pod whose limit is below its request"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || !('memory' in self.resources.limits) || !('memory' in self.resources.requests) || !isQuantity(string(self.resources.limits['memory'])) || !isQuantity(string(self.resources.requests['memory'])) || quantity(string(self.resources.limits['memory'])).compareTo(quantity(string(self.resources.requests['memory']))) >= 0",message="controlPlane.hosted.scheduler.resources.limits.memory must be at least its request: the host refuses a pod whose limit is below its request"
+	// +optional
+	Scheduler HostedComponentSpec `json:"scheduler,omitempty,omitzero"`
+
+	// konnectivityServer sizes the konnectivity server, beside each kube-apiserver.
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || !('cpu' in self.resources.limits) || !('cpu' in self.resources.requests) || !isQuantity(string(self.resources.limits['cpu'])) || !isQuantity(string(self.resources.requests['cpu'])) || quantity(string(self.resources.limits['cpu'])).compareTo(quantity(string(self.resources.requests['cpu']))) >= 0",message="controlPlane.hosted.konnectivityServer.resources.limits.cpu must be at least its request: the host refuses a pod whose limit is below its request"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || !('memory' in self.resources.limits) || !('memory' in self.resources.requests) || !isQuantity(string(self.resources.limits['memory'])) || !isQuantity(string(self.resources.requests['memory'])) || quantity(string(self.resources.limits['memory'])).compareTo(quantity(string(self.resources.requests['memory']))) >= 0",message="controlPlane.hosted.konnectivityServer.resources.limits.memory must be at least its request: the host refuses a pod whose limit is below its request"
+	// +optional
+	KonnectivityServer HostedComponentSpec `json:"konnectivityServer,omitempty,omitzero"`
+
+	// etcd sizes each etcd member's container. Where etcd keeps its data is
+	// controlPlane.etcd, fixed at creation; this may change (the members restart
+	// one at a time).
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || !('cpu' in self.resources.limits) || !('cpu' in self.resources.requests) || !isQuantity(string(self.resources.limits['cpu'])) || !isQuantity(string(self.resources.requests['cpu'])) || quantity(string(self.resources.limits['cpu'])).compareTo(quantity(string(self.resources.requests['cpu']))) >= 0",message="controlPlane.hosted.etcd.resources.limits.cpu must be at least its request: the host refuses a pod whose limit is below its request"
+	// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || !('memory' in self.resources.limits) || !('memory' in self.resources.requests) || !isQuantity(string(self.resources.limits['memory'])) || !isQuantity(string(self.resources.requests['memory'])) || quantity(string(self.resources.limits['memory'])).compareTo(quantity(string(self.resources.requests['memory']))) >= 0",message="controlPlane.hosted.etcd.resources.limits.memory must be at least its request: the host refuses a pod whose limit is below its request"
+	// +optional
+	Etcd HostedComponentSpec `json:"etcd,omitempty,omitzero"`
+}
+
+// HostedComponentSpec sizes one container of a hosted control plane.
+type HostedComponentSpec struct {
+	// resources of the container, e.g. requests: {memory: 128Mi}, limits: {memory: 512Mi}.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 }

@@ -299,6 +299,10 @@ func (r renderer) hostedControlPlane() *hcpv1.HostedControlPlane {
 	}
 	if h := s.ControlPlane.Hosted; h != nil {
 		hcp.Spec.Resources = *h.Resources.DeepCopy()
+		hcp.Spec.ControllerManager.Resources = *h.ControllerManager.Resources.DeepCopy()
+		hcp.Spec.Scheduler.Resources = *h.Scheduler.Resources.DeepCopy()
+		hcp.Spec.KonnectivityServer.Resources = *h.KonnectivityServer.Resources.DeepCopy()
+		hcp.Spec.Etcd.Resources = *h.Etcd.Resources.DeepCopy()
 	}
 	return hcp
 }

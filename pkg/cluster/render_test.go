@@ -303,3 +303,33 @@ func TestRenderCoreDNSFollowsTheVersion(t *testing.T) {
 		g.Expect(graph.ControlPlane.Spec.KubeadmConfigSpec.ClusterConfiguration.DNS.ImageTag).To(Equal(tag), version)
 	}
 }
+
+// Every component's resources reach the HostedControlPlane, where pkg/hosted fills
+// in its defaults.
+func TestRenderHostedControlPlaneCarriesResources(t *testing.T) {
+	g := NewWithT(t)
+	nc := demo()
+	nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+	mem := func(s string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(s)}}
+	}
+	nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{
+		Resources:          mem("1Gi"),
+		ControllerManager:  knestv1.HostedComponentSpec{Resources: mem("128Mi")},
+		Scheduler:          knestv1.HostedComponentSpec{Resources: mem("64Mi")},
+		KonnectivityServer: knestv1.HostedComponentSpec{Resources: mem("32Mi")},
+		Etcd:               knestv1.HostedComponentSpec{Resources: mem("256Mi")},
+	}
+	graph, err := cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	s := graph.HostedControlPlane.Spec
+	g.Expect(s.Resources).To(Equal(mem("1Gi")))
+	g.Expect(s.ControllerManager.Resources).To(Equal(mem("128Mi")))
+	g.Expect(s.Scheduler.Resources).To(Equal(mem("64Mi")))
+	g.Expect(s.KonnectivityServer.Resources).To(Equal(mem("32Mi")))
+	g.Expect(s.Etcd.Resources).To(Equal(mem("256Mi")))
+
+	// A copy: changing the HostedControlPlane leaves the NestedCluster as it was.
+	s.Etcd.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("1Gi")
+	g.Expect(nc.Spec.ControlPlane.Hosted.Etcd.Resources).To(Equal(mem("256Mi")))
+}

@@ -217,13 +217,18 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 				Spec: corev1.PodSpec{
 					AutomountServiceAccountToken: ptr.To(false),
 					EnableServiceLinks:           ptr.To(false),
+					// Restricted as the API server pods are. fsGroup's default change
+					// policy (Always) gives a volume written as root by an older knest
+					// to the group, so those members keep their data.
+					SecurityContext: restrictedPod(),
 					Containers: []corev1.Container{{
 						Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
-						Command:      append([]string{"etcd"}, args(flags)...),
-						Env:          podEnv(),
-						Resources:    requests("20m", "64Mi"),
-						Ports:        []corev1.ContainerPort{{Name: "client", ContainerPort: EtcdPort}, {Name: "peer", ContainerPort: EtcdPeerPort}},
-						VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: pki, ReadOnly: true}, mount("data", "/var/lib/etcd")},
+						SecurityContext: restrictedContainer(),
+						Command:         append([]string{"etcd"}, args(flags)...),
+						Env:             podEnv(),
+						Resources:       withDefaults(s.Etcd.Resources, etcdDefaults),
+						Ports:           []corev1.ContainerPort{{Name: "client", ContainerPort: EtcdPort}, {Name: "peer", ContainerPort: EtcdPeerPort}},
+						VolumeMounts:    []corev1.VolumeMount{{Name: "certs", MountPath: pki, ReadOnly: true}, mount("data", "/var/lib/etcd")},
 						ReadinessProbe: &corev1.Probe{
 							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt(etcdMetrics)}},
 							PeriodSeconds: 5, TimeoutSeconds: 15,
@@ -234,7 +239,8 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 						},
 					}},
 					Volumes: []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-						SecretName: EtcdCertsName(c), DefaultMode: ptr.To[int32](0o400),
+						// Owned by root, the pod's group (fsGroup) reads them.
+						SecretName: EtcdCertsName(c), DefaultMode: ptr.To[int32](0o440),
 					}}}},
 				},
 			},

@@ -58,14 +58,24 @@ func TestEtcdPodTemplateChangesOnlyWithEtcd(t *testing.T) {
 	minor.Spec.Containers[0].Image = base.Spec.Template.Spec.Containers[0].Image
 	g.Expect(equality.Semantic.DeepEqual(base.Spec.Template, minor)).To(BeTrue(), "a minor upgrade changed more than etcd's image")
 
-	// No kubeadm and no CA key in the pod: its certificates come from their Secret.
+	// No kubeadm and no CA key in the pod: its certificates come from their Secret,
+	// readable by the pod's group only.
 	spec := base.Spec.Template.Spec
 	g.Expect(spec.InitContainers).To(BeEmpty())
+	var secrets int
 	for _, v := range spec.Volumes {
+		g.Expect(v.Projected).To(BeNil(), v.Name)
 		if v.Secret != nil {
+			secrets++
 			g.Expect(v.Secret.SecretName).To(Equal(EtcdCertsName("demo")))
+			g.Expect(v.Secret.Items).To(BeEmpty(), "each of its keys is one etcd reads")
+			g.Expect(*v.Secret.DefaultMode&^0o440).To(BeZero(), "mode %o", *v.Secret.DefaultMode)
 		}
 	}
+	g.Expect(secrets).To(Equal(1))
+	// fsGroup's default change policy gives a member's data written as root (an
+	// older knest's etcd) to the non-root user's group.
+	g.Expect(spec.SecurityContext.FSGroupChangePolicy).To(BeNil())
 }
 
 func TestEtcdVolumeOutlivesTheStatefulSetAndBoundsTheQuota(t *testing.T) {
@@ -101,6 +111,12 @@ func TestEtcdCertificates(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	now := time.Now()
 	g.Expect(EtcdCertificatesCurrent(data, "demo", "team-a", ca.KeyPair.Cert, now)).To(BeTrue())
+	// Its own keys and the CA's certificate; never the CA's key.
+	g.Expect(data).To(HaveLen(5))
+	g.Expect(data).To(HaveKey(EtcdCACertKey))
+	for k, v := range data {
+		g.Expect(string(v)).NotTo(ContainSubstring(string(ca.KeyPair.Key)), k)
+	}
 
 	server, err := tlsCert(data[EtcdServerCertKey])
 	g.Expect(err).NotTo(HaveOccurred())
@@ -136,19 +152,6 @@ func TestEtcdStoppedKeepsEverythingButTheMember(t *testing.T) {
 	g.Expect(*stopped.Spec.Replicas).To(BeEquivalentTo(0))
 	stopped.Spec.Replicas = running.Spec.Replicas
 	g.Expect(stopped).To(Equal(running))
-}
-
-func TestEtcdPolicyAdmitsTheClustersBackupJobsOnly(t *testing.T) {
-	g := NewWithT(t)
-	in := input()
-	policy := in.Policies()[0]
-	g.Expect(policy.Name).To(Equal(EtcdPolicyName(in.Cluster)))
-	from := policy.Spec.Ingress[0].From
-	g.Expect(from).To(ContainElement(HaveField("PodSelector.MatchLabels", backup.Selector(in.Cluster, backup.ComponentBackup))))
-	for _, peer := range from {
-		g.Expect(peer.NamespaceSelector).To(BeNil(), "the cluster's own namespace only")
-		g.Expect(peer.PodSelector.MatchLabels).To(HaveKeyWithValue("cluster.x-k8s.io/cluster-name", in.Cluster))
-	}
 }
 
 // Three members: one per pod and claim, each named in the initial cluster by its

@@ -86,7 +86,8 @@ func (in Input) konnectivityServerContainer(kc, pki corev1.VolumeMount) corev1.C
 	}
 	return corev1.Container{
 		Name: "konnectivity-server", Image: konnectivityServer, ImagePullPolicy: corev1.PullIfNotPresent,
-		Command: append([]string{"/proxy-server"}, args(flags)...), Resources: requests("5m", "16Mi"),
+		Command:      append([]string{"/proxy-server"}, args(flags)...),
+		Resources:    withDefaults(in.HCP.Spec.KonnectivityServer.Resources, konnectivityDefaults),
 		Ports:        []corev1.ContainerPort{{Name: "konnectivity", ContainerPort: KonnectivityPort, Protocol: corev1.ProtocolTCP}},
 		VolumeMounts: []corev1.VolumeMount{pki, kc, mount("konnectivity", konnectivitySocketDir)},
 	}

@@ -1,21 +1,16 @@
 package hosted
 
 import (
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apiserver/pkg/server/egressselector"
 	"k8s.io/utils/ptr"
-	kubeadmtypes "sigs.k8s.io/cluster-api/bootstrap/kubeadm/types"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
-	"github.com/knest-dev/knest/pkg/netpol"
 )
 
 func input() Input {
@@ -29,96 +24,28 @@ func input() Input {
 	}
 }
 
-// kubeadm uploads its configuration to the tenant, where `kubeadm join` on the
-// workers reads it: the kubelet's client CA is certificatesDir/ca.crt, so the
-// certificates must be where a node keeps them, not where the pods happen to.
-func TestKubeadmConfigUsesTheNodesCertificateDirectory(t *testing.T) {
-	g := NewWithT(t)
-	cm, err := input().KubeadmConfig()
-	g.Expect(err).NotTo(HaveOccurred())
-	cfg := cm.Data["kubeadm.yaml"]
-	g.Expect(cfg).To(ContainSubstring("certificatesDir: /etc/kubernetes/pki\n"))
-	g.Expect(cfg).To(ContainSubstring("controlPlaneEndpoint: 10.96.7.8:6443"))
-	g.Expect(cfg).To(ContainSubstring("advertiseAddress: 10.96.7.8"))
-	// Cluster API's kubeadm types read back what was written, the network included.
-	docs := strings.Split(cfg, "---\n")
-	g.Expect(docs).To(HaveLen(2))
-	cc, data, err := kubeadmtypes.UnmarshalClusterConfiguration(docs[1])
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(cc.Etcd.Local.DataDir).To(Equal("/var/lib/etcd"))
-	g.Expect(cc.APIServer.CertSANs).To(ContainElement("demo-apiserver.team-a.svc"))
-	g.Expect(*data.ServiceSubnet).To(Equal("10.95.0.0/16"))
-	g.Expect(*data.DNSDomain).To(Equal("tenant.local"))
-	ic, err := kubeadmtypes.UnmarshalInitConfiguration(docs[0])
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(ic.NodeRegistration.Name).To(Equal("@POD_NAME@"))
-
-	d := input().Deployment("hash")
-	for _, c := range append(d.Spec.Template.Spec.InitContainers, d.Spec.Template.Spec.Containers...) {
-		for _, m := range c.VolumeMounts {
-			if m.Name == "pki" {
-				g.Expect(m.MountPath).To(Equal("/etc/kubernetes/pki"), c.Name)
-			}
-		}
-		for _, a := range c.Command {
-			if strings.HasPrefix(a, "--") && (strings.HasSuffix(a, ".crt") || strings.HasSuffix(a, ".key") || strings.HasSuffix(a, ".pub")) {
-				g.Expect(a).To(ContainSubstring("=/etc/kubernetes/pki/"), "%s: %s", c.Name, a)
-			}
-		}
+// podSpecs are the pod templates of every workload rendered for in.
+func podSpecs(t *testing.T, in Input) map[string]corev1.PodSpec {
+	t.Helper()
+	sts, _, err := in.Etcd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]corev1.PodSpec{
+		"API server": in.Deployment("hash").Spec.Template.Spec,
+		"kubeadm":    in.Job("hash").Spec.Template.Spec,
+		"etcd":       sts.Spec.Template.Spec,
 	}
 }
 
-// What a tenant points its API server at (webhooks by URL or by Service, conversion,
-// aggregated APIs) is dialled through konnectivity into the tenant, never from the
-// host's network: kube-apiserver's own reader accepts the configuration, and the pods
-// may open connections to their etcd and the host's DNS only.
-func TestAPIServerReachesTheHostOnlyForEtcdAndDNS(t *testing.T) {
-	g := NewWithT(t)
-	path := filepath.Join(t.TempDir(), "egress-selector.yaml")
-	g.Expect(os.WriteFile(path, []byte(egressSelectorConfiguration), 0o600)).To(Succeed())
-	cfg, err := egressselector.ReadEgressSelectorConfiguration(path)
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(egressselector.ValidateEgressSelectorConfiguration(cfg)).To(BeEmpty())
-	g.Expect(cfg.EgressSelections).To(ConsistOf(
-		HaveField("Name", "cluster"), HaveField("Name", "controlplane")))
-	for _, sel := range cfg.EgressSelections {
-		g.Expect(sel.Connection.ProxyProtocol).To(BeEquivalentTo("GRPC"), sel.Name)
-		g.Expect(sel.Connection.Transport.UDS.UDSName).To(Equal(konnectivitySocket), sel.Name)
-	}
-
-	in := input()
-	policies := in.Policies()
-	g.Expect(policies).To(HaveLen(2))
-	api := policies[1]
-	g.Expect(api.Name).To(Equal(APIPolicyName(in.Cluster)))
-	g.Expect(api.Spec.PodSelector.MatchLabels).To(Equal(selector(in.Cluster, ComponentAPIServer)))
-	for _, p := range policies {
-		g.Expect(p.Spec.PolicyTypes).To(ConsistOf(networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress), p.Name)
-		for _, rule := range p.Spec.Egress {
-			g.Expect(rule.To).NotTo(BeEmpty(), "%s: a rule without peers allows every address", p.Name)
-			for _, peer := range rule.To {
-				g.Expect(peer.IPBlock).To(BeNil(), p.Name)
-			}
-		}
-	}
-	g.Expect(api.Spec.Egress).To(ConsistOf(
-		networkingv1.NetworkPolicyEgressRule{
-			To:    []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: selector(in.Cluster, ComponentEtcd)}}},
-			Ports: []networkingv1.NetworkPolicyPort{netpol.Port(corev1.ProtocolTCP, EtcdPort)},
-		},
-		netpol.DNSEgress(),
-	))
-}
-
-// The API server pod and the kubeadm Job run to the restricted Pod Security
+// The API server pod, etcd and the kubeadm Job run to the restricted Pod Security
 // Standard, their keys in memory.
 func TestPodsAreRestricted(t *testing.T) {
 	g := NewWithT(t)
 	in := input()
-	for name, spec := range map[string]corev1.PodSpec{
-		"API server": in.Deployment("hash").Spec.Template.Spec,
-		"kubeadm":    in.Job("hash").Spec.Template.Spec,
-	} {
+	in.EtcdStorageClass = ptr.To("fast")
+	for name, spec := range podSpecs(t, in) {
+		g.Expect(spec.SecurityContext).NotTo(BeNil(), name)
 		g.Expect(spec.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()), name)
 		g.Expect(spec.SecurityContext.RunAsUser).To(HaveValue(BeEquivalentTo(nonRootUser)), name)
 		g.Expect(spec.SecurityContext.SeccompProfile.Type).To(Equal(corev1.SeccompProfileTypeRuntimeDefault), name)
@@ -131,42 +58,97 @@ func TestPodsAreRestricted(t *testing.T) {
 			g.Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()), c.Name)
 		}
 		for _, v := range spec.Volumes {
-			if v.EmptyDir != nil && v.Name != "konnectivity" { // a socket
+			if v.EmptyDir != nil && v.Name != "konnectivity" && v.Name != "data" { // a socket; etcd's data
 				g.Expect(v.EmptyDir.Medium).To(Equal(corev1.StorageMediumMemory), "%s: %s", name, v.Name)
 			}
 		}
 	}
 }
 
-// A Job's pod template cannot change: a new template is a new Job, as new inputs are.
-func TestJobNameFollowsItsTemplate(t *testing.T) {
-	g := NewWithT(t)
-	in := input()
-	job := in.Job("hash")
-	g.Expect(in.Job("hash").Name).To(Equal(job.Name), "stable")
-	g.Expect(in.Job("other").Name).NotTo(Equal(job.Name))
-	in.HCP.Spec.Version = "v1.35.5" // the kubeadm image
-	g.Expect(in.Job("hash").Name).NotTo(Equal(job.Name))
-	g.Expect(job.Name).To(MatchRegexp(`^demo-kubeadm-[0-9a-f]{8}$`))
+// Every container has a memory limit, no lower than its request (the host refuses
+// a pod otherwise), and no CPU limit unless the spec gives one.
+func TestEveryContainerHasAMemoryLimit(t *testing.T) {
+	for name, mutate := range map[string]func(*Input){
+		"defaults":               func(*Input) {},
+		"three and three":        func(in *Input) { in.HCP.Spec.Replicas = ptr.To[int32](3); in.HCP.Spec.Etcd.Members = 3 },
+		"requests only, in spec": func(in *Input) { in.HCP.Spec.Etcd.Resources = requests("1", "256Mi") },
+		"limit only, in spec": func(in *Input) {
+			in.HCP.Spec.Scheduler.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Mi")}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := NewWithT(t)
+			in := input()
+			in.EtcdStorageClass = ptr.To("")
+			mutate(&in)
+			for pod, spec := range podSpecs(t, in) {
+				for _, c := range append(spec.InitContainers, spec.Containers...) {
+					r := c.Resources
+					g.Expect(r.Limits).To(HaveKey(corev1.ResourceMemory), "%s: %s", pod, c.Name)
+					g.Expect(r.Requests).To(HaveKey(corev1.ResourceMemory), "%s: %s", pod, c.Name)
+					g.Expect(r.Requests).To(HaveKey(corev1.ResourceCPU), "%s: %s", pod, c.Name)
+					g.Expect(r.Limits).NotTo(HaveKey(corev1.ResourceCPU), "%s: %s", pod, c.Name)
+					g.Expect(r.Limits.Memory().Cmp(*r.Requests.Memory())).To(BeNumerically(">=", 0), "%s: %s", pod, c.Name)
+				}
+			}
+		})
+	}
 }
 
-// A node drain takes one API server and one etcd member at a time.
-func TestDisruptionBudgets(t *testing.T) {
+// Each component's resources in the spec replace its defaults, value by value.
+func TestResourcesFromTheSpec(t *testing.T) {
 	g := NewWithT(t)
 	in := input()
-	budgets := in.DisruptionBudgets()
-	g.Expect(budgets).To(HaveLen(2))
-	for i, component := range []string{ComponentAPIServer, ComponentEtcd} {
-		b := budgets[i]
-		g.Expect(b.Spec.Selector.MatchLabels).To(Equal(selector(in.Cluster, component)))
-		g.Expect(b.Spec.MaxUnavailable.IntValue()).To(Equal(1))
-		g.Expect(b.Spec.MinAvailable).To(BeNil())
+	in.EtcdStorageClass = ptr.To("")
+	s := &in.HCP.Spec
+	s.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")}, // above the default limit
 	}
-	// They select what the workloads run.
-	g.Expect(budgets[0].Spec.Selector.MatchLabels).To(Equal(in.Deployment("hash").Spec.Template.Labels))
-	sts, _, err := in.Etcd()
-	g.Expect(err).NotTo(HaveOccurred())
-	for k, v := range budgets[1].Spec.Selector.MatchLabels {
-		g.Expect(sts.Spec.Template.Labels).To(HaveKeyWithValue(k, v))
+	s.ControllerManager.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")},
 	}
+	s.Scheduler.Resources = requests("30m", "48Mi")
+	s.KonnectivityServer.Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	s.Etcd.Resources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+	}
+	got := map[string]corev1.ResourceRequirements{}
+	for _, spec := range podSpecs(t, in) {
+		for _, c := range append(spec.InitContainers, spec.Containers...) {
+			got[c.Name] = c.Resources
+		}
+	}
+	list := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+		}
+		return l
+	}
+	want := map[string]corev1.ResourceRequirements{
+		// A request above the default limit drops it.
+		"kube-apiserver": {Requests: list("cpu", apiServerCPU, "memory", "2Gi")},
+		"kube-controller-manager": {Requests: list("cpu", "200m", "memory", controllerManagerMemory),
+			Limits: list("cpu", "1", "memory", "1Gi")},
+		"kube-scheduler": {Requests: list("cpu", "30m", "memory", "48Mi"), Limits: list("memory", schedulerMemoryLimit)},
+		// A limit below the default request makes the request.
+		"konnectivity-server": {Requests: list("cpu", konnectivityCPU, "memory", konnectivityMemory), Limits: list("memory", "64Mi")},
+		"etcd":                {Requests: list("cpu", etcdCPU, "memory", "1Gi"), Limits: list("memory", "2Gi")},
+		"certs":               kubeadmDefaults,
+		"kubeadm":             kubeadmDefaults,
+	}
+	g.Expect(got).To(HaveLen(len(want)))
+	for name, w := range want {
+		g.Expect(equality.Semantic.DeepEqual(got[name], w)).To(BeTrue(), "%s: got %v, want %v", name, got[name], w)
+	}
+
+	s.KonnectivityServer.Resources.Limits = list("memory", "8Mi")
+	for _, c := range in.Deployment("hash").Spec.Template.Spec.Containers {
+		if c.Name == "konnectivity-server" {
+			g.Expect(c.Resources.Requests.Memory().String()).To(Equal("8Mi"), "a default request above the given limit becomes the limit")
+		}
+	}
+	g.Expect(in.HCP.Spec.KonnectivityServer.Resources.Requests).To(BeNil(), "the spec is left as it was")
 }

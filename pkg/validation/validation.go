@@ -185,7 +185,7 @@ const (
 	etcdMembersModeMsg    = "controlPlane.etcd.members needs controlPlane.mode Hosted: a VM control plane runs one etcd member per node (controlPlane.replicas)"
 	etcdEphemeralMembers  = "controlPlane.etcd.ephemeral has one member: a member that restarts on an empty directory cannot rejoin the others"
 	etcdClassMessage      = "controlPlane.etcd.storageClassName must be a storage class name: a DNS subdomain of at most 253 lower-case letters, digits, '-' and '.', e.g. fast-ssd"
-	hostedLimitMessage    = "controlPlane.hosted.resources.limits.%s must be at least its request: the host refuses a pod whose limit is below its request"
+	hostedLimitMessage    = "controlPlane.hosted.%sresources.limits.%s must be at least its request: the host refuses a pod whose limit is below its request"
 	hostedMachineMessage  = "controlPlane.cpu, memory, image, rootDisk and kernelBoot shape control-plane VMs, and a hosted control plane has none: leave them out, and size its API servers with controlPlane.hosted.resources"
 )
 
@@ -216,19 +216,36 @@ func hostedControlPlane(cp *knestv1.ControlPlaneSpec, path *field.Path) field.Er
 		if vmShaped(&cp.MachineSpec) {
 			errs = append(errs, field.Invalid(path, "{...}", hostedMachineMessage))
 		}
-		if cp.Hosted != nil {
-			res := cp.Hosted.Resources
-			for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-				limit, hasLimit := res.Limits[name]
-				request, hasRequest := res.Requests[name]
-				if hasLimit && hasRequest && limit.Cmp(request) < 0 {
-					errs = append(errs, field.Invalid(path.Child("hosted"), "{...}", fmt.Sprintf(hostedLimitMessage, name)))
-				}
+		if h := cp.Hosted; h != nil {
+			hp := path.Child("hosted")
+			errs = append(errs, limitsAboveRequests(h.Resources, hp, "")...)
+			for _, c := range []struct {
+				name string
+				spec knestv1.HostedComponentSpec
+			}{
+				{"controllerManager", h.ControllerManager}, {"scheduler", h.Scheduler},
+				{"konnectivityServer", h.KonnectivityServer}, {"etcd", h.Etcd},
+			} {
+				errs = append(errs, limitsAboveRequests(c.spec.Resources, hp.Child(c.name), c.name+".")...)
 			}
 		}
 
 	default:
 		errs = append(errs, field.NotSupported(path.Child("mode"), cp.Mode, []knestv1.ControlPlaneMode{knestv1.ControlPlaneVM, knestv1.ControlPlaneHosted}))
+	}
+	return errs
+}
+
+// limitsAboveRequests refuses a CPU or memory limit below its request, as the CRD's
+// rule on each hosted resources field does; component names the field.
+func limitsAboveRequests(res corev1.ResourceRequirements, path *field.Path, component string) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		limit, hasLimit := res.Limits[name]
+		request, hasRequest := res.Requests[name]
+		if hasLimit && hasRequest && limit.Cmp(request) < 0 {
+			errs = append(errs, field.Invalid(path, "{...}", fmt.Sprintf(hostedLimitMessage, component, name)))
+		}
 	}
 	return errs
 }

@@ -53,10 +53,23 @@ type HostedControlPlaneSpec struct {
 	// +optional
 	ControlPlaneEndpoint clusterv1.APIEndpoint `json:"controlPlaneEndpoint,omitempty,omitzero"`
 
-	// resources of each kube-apiserver container; kube-controller-manager,
-	// kube-scheduler and etcd get fixed small requests.
+	// resources of each kube-apiserver container. Here and in the other components'
+	// resources, a value left out keeps the default of pkg/hosted (a memory limit,
+	// no CPU limit); a memory request above the default limit drops that limit.
 	// +optional
 	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// controllerManager sizes kube-controller-manager, beside each kube-apiserver.
+	// +optional
+	ControllerManager ComponentSpec `json:"controllerManager,omitempty,omitzero"`
+
+	// scheduler sizes kube-scheduler, beside each kube-apiserver.
+	// +optional
+	Scheduler ComponentSpec `json:"scheduler,omitempty,omitzero"`
+
+	// konnectivityServer sizes the konnectivity server, beside each kube-apiserver.
+	// +optional
+	KonnectivityServer ComponentSpec `json:"konnectivityServer,omitempty,omitzero"`
 
 	// service exposes the API server on the host.
 	// +optional
@@ -69,6 +82,13 @@ type HostedControlPlaneSpec struct {
 	// etcd's storage.
 	// +optional
 	Etcd EtcdSpec `json:"etcd,omitempty"`
+}
+
+// ComponentSpec sizes one container of the control plane.
+type ComponentSpec struct {
+	// resources of the container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // ServiceSpec says how the API server is exposed.
@@ -104,7 +124,7 @@ type NetworkSpec struct {
 	DNSDomain string `json:"dnsDomain"`
 }
 
-// EtcdSpec is etcd's storage.
+// EtcdSpec is etcd's storage and its members' size.
 // +kubebuilder:validation:XValidation:rule="!has(self.ephemeral) || !self.ephemeral || !has(self.storageClassName) || size(self.storageClassName) == 0",message="etcd.ephemeral puts etcd on an emptyDir: it cannot have a storageClassName too"
 // +kubebuilder:validation:XValidation:rule="!has(self.ephemeral) || !self.ephemeral || !has(self.members) || self.members == 1",message="etcd.ephemeral has one member"
 type EtcdSpec struct {
@@ -125,6 +145,9 @@ type EtcdSpec struct {
 	// +kubebuilder:default="2Gi"
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
+	// resources of each member's etcd container.
+	// +optional
+	Resources corev1.ResourceRequirements `json:"resources,omitempty"`
 }
 
 // HostedControlPlaneStatus is what the controller observed; its fields are the ones

@@ -28,6 +28,26 @@ func Valid() *knestv1.NestedCluster {
 
 func qty(s string) *resource.Quantity { return ptr.To(resource.MustParse(s)) }
 
+// resources are a container's CPU and memory requests and limits; "" leaves one out.
+func resources(cpu, memory, cpuLimit, memoryLimit string) corev1.ResourceRequirements {
+	list := func(kv ...string) corev1.ResourceList {
+		l := corev1.ResourceList{}
+		for i := 0; i < len(kv); i += 2 {
+			if kv[i+1] != "" {
+				l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+			}
+		}
+		if len(l) == 0 {
+			return nil
+		}
+		return l
+	}
+	return corev1.ResourceRequirements{
+		Requests: list(string(corev1.ResourceCPU), cpu, string(corev1.ResourceMemory), memory),
+		Limits:   list(string(corev1.ResourceCPU), cpuLimit, string(corev1.ResourceMemory), memoryLimit),
+	}
+}
+
 // Case is one validation case.
 type Case struct {
 	Name   string
@@ -99,6 +119,39 @@ var Cases = []Case{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}
 	}},
+	{Name: "hosted components sized", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{
+			ControllerManager:  knestv1.HostedComponentSpec{Resources: resources("100m", "128Mi", "", "512Mi")},
+			Scheduler:          knestv1.HostedComponentSpec{Resources: resources("", "64Mi", "", "")},
+			KonnectivityServer: knestv1.HostedComponentSpec{Resources: resources("", "", "", "256Mi")},
+			Etcd:               knestv1.HostedComponentSpec{Resources: resources("200m", "1Gi", "1", "1Gi")},
+		}
+	}},
+	{Name: "controller-manager memory limit below its request", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{
+			ControllerManager: knestv1.HostedComponentSpec{Resources: resources("", "512Mi", "", "256Mi")}}
+	}, Field: "spec.controlPlane.hosted.controllerManager", Message: "controlPlane.hosted.controllerManager.resources.limits.memory must be at least its request", Shared: true},
+	{Name: "scheduler CPU limit below its request", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{
+			Scheduler: knestv1.HostedComponentSpec{Resources: resources("200m", "", "100m", "")}}
+	}, Field: "spec.controlPlane.hosted.scheduler", Message: "controlPlane.hosted.scheduler.resources.limits.cpu must be at least its request", Shared: true},
+	{Name: "konnectivity server memory limit below its request", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{
+			KonnectivityServer: knestv1.HostedComponentSpec{Resources: resources("", "64Mi", "", "32Mi")}}
+	}, Field: "spec.controlPlane.hosted.konnectivityServer", Message: "controlPlane.hosted.konnectivityServer.resources.limits.memory must be at least its request", Shared: true},
+	{Name: "etcd memory limit below its request", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{
+			Etcd: knestv1.HostedComponentSpec{Resources: resources("", "1Gi", "", "512Mi")}}
+	}, Field: "spec.controlPlane.hosted.etcd", Message: "controlPlane.hosted.etcd.resources.limits.memory must be at least its request", Shared: true},
+	{Name: "etcd resources on a VM control plane", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.ControlPlane.Hosted = &knestv1.HostedControlPlaneSpec{
+			Etcd: knestv1.HostedComponentSpec{Resources: resources("", "256Mi", "", "")}}
+	}, Field: "spec.controlPlane.hosted", Message: "controlPlane.hosted needs controlPlane.mode Hosted", Shared: true},
 	{Name: "etcd class not a name", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Etcd.StorageClassName = "Fast_SSD" },
 		Field: "spec.controlPlane.etcd.storageClassName", Message: "must be a storage class name", Shared: true},
 	{Name: "etcd ephemeral", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Etcd.Ephemeral = true }},
