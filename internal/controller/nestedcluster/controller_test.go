@@ -531,3 +531,54 @@ func TestVersionChangeWaitsForTheRolloutBefore(t *testing.T) {
 		g.Expect(conditions.GetReason(nc, knestv1.TopologyReconciledCondition)).To(Equal(knestv1.ReconciledReason))
 	}, timeout, interval).Should(Succeed())
 }
+
+// TestHeldPoolIsReportedUntilItCatchesUp: a pool held at an older minor than the
+// control plane gets no new machines from Cluster API (MachineSet preflight check
+// KubeadmVersionSkew); the NestedCluster says so while it is held, and no longer
+// once the pool has caught up.
+func TestHeldPoolIsReportedUntilItCatchesUp(t *testing.T) {
+	g := NewWithT(t)
+	startController(t)
+	nc := newCluster(namespace(t, g), "held")
+	nc.Spec.Version = "v1.34.4"
+	nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "gpu", Replicas: ptr.To(int32(1))})
+	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
+	simulateClusterAPI(g, waitForGraph(g, nc), 1)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
+		g.Expect(conditions.GetReason(nc, knestv1.WorkersScalableCondition)).To(Equal(knestv1.ScalableReason))
+	}, timeout, interval).Should(Succeed())
+
+	update(g, nc, func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[1].Version = "v1.34.4"
+	})
+	simulateClusterAPI(g, waitForGraph(g, nc), 1)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
+		c := conditions.Get(nc, knestv1.WorkersScalableCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(knestv1.PoolVersionHeldReason))
+		g.Expect(c.Message).To(And(ContainSubstring("(gpu (v1.34.4))"), ContainSubstring("KubeadmVersionSkew"),
+			ContainSubstring("knest upgrade held --version v1.35.4 --release-pool POOL")))
+		g.Expect(nc.Status.Workers).To(ConsistOf(
+			HaveField("NewMachinesBlocked", BeEmpty()),
+			And(HaveField("Name", "gpu"), HaveField("Version", "v1.34.4"), HaveField("NewMachinesBlocked", ContainSubstring("held at v1.34.4 under a control plane at v1.35.4"))),
+		))
+		g.Expect(conditions.IsTrue(nc, knestv1.ReadyCondition)).To(BeTrue(), "the pool's nodes run: it is not unready")
+	}, timeout, interval).Should(Succeed())
+
+	// The pool catches up.
+	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Workers[1].Version = "" })
+	simulateClusterAPI(g, waitForGraph(g, nc), 1)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
+		g.Expect(conditions.Get(nc, knestv1.WorkersScalableCondition)).To(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", knestv1.ScalableReason), HaveField("Message", "")))
+		g.Expect(nc.Status.Workers).To(HaveEach(HaveField("NewMachinesBlocked", BeEmpty())))
+	}, timeout, interval).Should(Succeed())
+}

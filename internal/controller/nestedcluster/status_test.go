@@ -366,3 +366,51 @@ func TestSummarizeEtcdPersistence(t *testing.T) {
 		})
 	}
 }
+
+// A pool held at an older minor than the control plane gets no new machines from
+// Cluster API (MachineSet preflight check KubeadmVersionSkew): the status says so
+// per pool and in WorkersScalable, and a shortfall of such a pool says why.
+func TestSummarizeHeldPool(t *testing.T) {
+	g := NewWithT(t)
+	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+	nc.Spec.Version = "v1.35.4"
+	nc.Spec.Workers = []knestv1.WorkerPool{
+		{Name: "workers", Replicas: ptr.To(int32(1))},
+		{Name: "gpu", Replicas: ptr.To(int32(2)), Version: "v1.34.4"},
+		{Name: "patch", Replicas: ptr.To(int32(1)), Version: "v1.35.3"},
+	}
+	cluster.Default(nc)
+	graph, err := cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	s := &scope{graph: graph, pools: map[string]*clusterv1.MachineDeployment{}}
+	for _, p := range graph.Pools {
+		md := p.MachineDeployment.DeepCopy()
+		md.Generation, md.Status.ObservedGeneration = 1, 1
+		md.Status.Replicas, md.Status.ReadyReplicas, md.Status.UpToDateReplicas = ptr.To(int32(1)), ptr.To(int32(1)), ptr.To(int32(1))
+		s.pools[p.Name] = md
+	}
+	summarize(nc, s)
+
+	c := conditions.Get(nc, knestv1.WorkersScalableCondition)
+	g.Expect(c).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", knestv1.PoolVersionHeldReason)))
+	g.Expect(c.Message).To(Equal("Cluster API creates no machines for pools held at an older minor than the control plane (gpu (v1.34.4)): " +
+		"its MachineSet preflight check KubeadmVersionSkew joins nodes only at the control plane's minor, so they cannot scale up, " +
+		"replace an unhealthy machine or roll out a changed machine shape; " +
+		"upgrade them to the control plane's minor (knest upgrade demo --version v1.35.4 --release-pool POOL)"))
+	g.Expect(nc.Status.Workers).To(HaveLen(3))
+	g.Expect(nc.Status.Workers[0].NewMachinesBlocked).To(BeEmpty())
+	g.Expect(nc.Status.Workers[1].NewMachinesBlocked).To(Equal("held at v1.34.4 under a control plane at v1.35.4: Cluster API's MachineSet preflight check KubeadmVersionSkew creates machines only at the control plane's minor"))
+	g.Expect(nc.Status.Workers[2].NewMachinesBlocked).To(BeEmpty(), "an older patch of the same minor joins")
+	// gpu is one machine short and will stay so: WorkersReady says why.
+	g.Expect(conditions.GetReason(nc, knestv1.WorkersReadyCondition)).To(Equal(knestv1.PoolVersionHeldReason))
+	g.Expect(conditions.GetMessage(nc, knestv1.WorkersReadyCondition)).To(Equal("Worker pools not ready: gpu 1/2 (Cluster API creates no machines for it: condition WorkersScalable)"))
+
+	// Released: the pool follows spec.version and can grow again.
+	nc.Spec.Workers[1].Version = ""
+	graph, err = cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	s.graph = graph
+	summarize(nc, s)
+	g.Expect(conditions.Get(nc, knestv1.WorkersScalableCondition)).To(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", knestv1.ScalableReason)))
+	g.Expect(nc.Status.Workers[1].NewMachinesBlocked).To(BeEmpty())
+}
