@@ -34,6 +34,18 @@ func TestSummarize(t *testing.T) {
 		k.Status.Version = version
 		return k
 	}
+	// hcp is what knest's HostedControlPlane controller reports, like kcp.
+	hcp := func(initialized bool, ready, replicas int32, version string) *controlPlaneState {
+		h := &hcpv1.HostedControlPlane{}
+		h.Generation, h.Status.ObservedGeneration = 1, 1
+		h.Spec.Replicas = ptr.To(int32(1))
+		h.Status.Initialization.ControlPlaneInitialized = ptr.To(initialized)
+		h.Status.ReadyReplicas = ptr.To(ready)
+		h.Status.Replicas = ptr.To(replicas)
+		h.Status.UpToDateReplicas = ptr.To(replicas)
+		h.Status.Version = version
+		return hcpState(h)
+	}
 	md := func(replicas, ready, upToDate int32) *clusterv1.MachineDeployment {
 		m := &clusterv1.MachineDeployment{}
 		m.Generation, m.Status.ObservedGeneration = 1, 1
@@ -65,6 +77,7 @@ func TestSummarize(t *testing.T) {
 
 	tests := []struct {
 		name          string
+		hosted        bool
 		previous      knestv1.Phase
 		deleting      bool
 		paused        bool
@@ -178,6 +191,36 @@ func TestSummarize(t *testing.T) {
 			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
+			name: "hosted, API servers not up yet", hosted: true,
+			scope:     scope{cluster: infra, controlPlane: hcp(false, 0, 1, "")},
+			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: knestv1.WaitingForControlPlaneReason,
+			wantCP: "0/1", wantWorkers: "0/2", wantEndpoint: "https://10.96.0.10:6443",
+		},
+		{
+			name: "hosted, all ready", hosted: true,
+			scope:     scope{cluster: infra, controlPlane: hcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(2, 2, 2))},
+			previous:  knestv1.PhaseProvisioning,
+			wantPhase: knestv1.PhaseRunning, wantReady: metav1.ConditionTrue, wantReason: knestv1.ReadyReason,
+			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name: "hosted, API servers on an older version", hosted: true,
+			scope:     scope{cluster: infra, controlPlane: hcp(true, 1, 1, "v1.34.4"), pools: pools(md(2, 2, 2))},
+			previous:  knestv1.PhaseRunning,
+			wantPhase: knestv1.PhaseUpgrading, wantReady: metav1.ConditionFalse, wantReason: knestv1.RollingOutReason,
+			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name: "hosted, kubeadm's phases failing", hosted: true,
+			scope: scope{cluster: infra, controlPlane: func() *controlPlaneState {
+				st := hcp(false, 1, 1, "")
+				st.blocked = &metav1.Condition{Type: hcpv1.AvailableCondition, Status: metav1.ConditionFalse, Reason: hcpv1.TenantBootstrapFailedReason, Message: "failed"}
+				return st
+			}()},
+			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: hcpv1.TenantBootstrapFailedReason,
+			wantCP: "1/1", wantWorkers: "0/2", wantEndpoint: "https://10.96.0.10:6443",
+		},
+		{
 			name:      "the API server refused a rendered object",
 			scope:     scope{graph: &cluster.Graph{}, applyErr: invalid},
 			wantPhase: knestv1.PhaseFailed, wantReady: metav1.ConditionFalse, wantReason: knestv1.ApplyFailedReason,
@@ -206,6 +249,9 @@ func TestSummarize(t *testing.T) {
 			nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
 			nc.Spec.Workers = []knestv1.WorkerPool{{Name: "workers", Replicas: ptr.To(int32(2))}}
 			nc.Spec.Paused = tt.paused
+			if tt.hosted {
+				nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+			}
 			cluster.Default(nc)
 			nc.Status.Phase = tt.previous
 			if tt.deleting {
