@@ -110,6 +110,12 @@ const (
 	// EtcdPersistentCondition says whether the tenant's etcd outlives the loss of its
 	// pod or VM. It does not count towards Ready: an ephemeral etcd is a choice.
 	EtcdPersistentCondition = "EtcdPersistent"
+	// WorkersScalableCondition is False while a pool is held at another minor than
+	// the control plane: Cluster API's MachineSet preflight check KubeadmVersionSkew
+	// then refuses to create machines for it, so it can neither scale up, nor have an
+	// unhealthy machine replaced, nor roll out a changed machine shape. It does not
+	// count towards Ready: the pool's nodes run as they are.
+	WorkersScalableCondition = "WorkersScalable"
 
 	ReconciledReason             = "Reconciled"
 	ApplyFailedReason            = "ApplyFailed"
@@ -141,6 +147,11 @@ const (
 	// EphemeralEtcdReason: etcd is on an emptyDir or a VM's root disk, as the spec
 	// asked (controlPlane.etcd.ephemeral).
 	EphemeralEtcdReason = "EphemeralByRequest"
+	// ScalableReason: Cluster API can create machines for every pool.
+	ScalableReason = "Scalable"
+	// PoolVersionHeldReason: a pool is held at another minor than the control plane,
+	// and Cluster API creates no machines for it (condition WorkersScalable).
+	PoolVersionHeldReason = "PoolVersionHeld"
 )
 
 // CNI names the network plugin knest installs into the tenant.
@@ -171,6 +182,7 @@ const (
 // NestedClusterSpec is what a tenant cluster should look like.
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || !has(self.version) || !self.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || self.workers.all(w, !has(w.version) || !w.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || ((int(self.version.split('.')[1]) > int(w.version.split('.')[1]) || (int(self.version.split('.')[1]) == int(w.version.split('.')[1]) && int(self.version.split('.')[2]) >= int(w.version.split('.')[2]))) && int(w.version.split('.')[1]) + 3 >= int(self.version.split('.')[1])))",message="a worker pool's version must be no newer than spec.version and at most 3 minors older (Kubernetes' kubelet skew policy), e.g. v1.34.4 with spec.version v1.35.4"
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || !has(oldSelf.workers) || !has(oldSelf.version) || !oldSelf.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || self.workers.all(w, !has(w.version) || !w.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || oldSelf.workers.all(o, o.name != w.name || (has(o.version) && !o.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$')) || (int(w.version.split('.')[1]) > int((has(o.version) ? o.version : oldSelf.version).split('.')[1]) || (int(w.version.split('.')[1]) == int((has(o.version) ? o.version : oldSelf.version).split('.')[1]) && int(w.version.split('.')[2]) >= int((has(o.version) ? o.version : oldSelf.version).split('.')[2])))))",message="a worker pool's version cannot go backwards (nodes cannot be downgraded); hold a pool at the version it runs, e.g. the previous spec.version"
+// +kubebuilder:validation:XValidation:rule="!has(self.workers) || !has(self.version) || !self.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || self.workers.all(w, !has(w.version) || !w.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || w.version.split('.')[1] == self.version.split('.')[1] || (has(w.replicas) ? w.replicas : 1) == 0 || (has(oldSelf.workers) && oldSelf.workers.exists(o, o.name == w.name && (has(o.replicas) ? o.replicas : 1) >= (has(w.replicas) ? w.replicas : 1))))",message="a worker pool held at an older minor than spec.version cannot gain replicas (nor be added with any): Cluster API creates machines only at the control plane's minor (MachineSet preflight check KubeadmVersionSkew); let the pool catch up first (remove workers[].version: knest upgrade --release-pool)"
 type NestedClusterSpec struct {
 	// version is the tenant Kubernetes version, e.g. v1.35.4. Upgrades go one minor at
 	// a time; downgrades are refused.
@@ -795,8 +807,14 @@ type PoolStatus struct {
 	// version is the Kubernetes version the pool's machines are rolled to: spec.version
 	// or the version the pool is held at.
 	// +optional
-	Version       string `json:"version,omitempty"`
-	ReplicaStatus `json:",inline"`
+	Version string `json:"version,omitempty"`
+	// newMachinesBlocked says why Cluster API creates no machines for the pool (no
+	// scale-up, no replacement of an unhealthy machine, no rollout of a changed
+	// shape); empty when it does. Condition WorkersScalable says the same.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	NewMachinesBlocked string `json:"newMachinesBlocked,omitempty"`
+	ReplicaStatus      `json:",inline"`
 }
 
 // NestedCluster is a tenant Kubernetes cluster whose nodes are KubeVirt VMs.

@@ -131,3 +131,20 @@ func NoNodeImageMessage(version string, known []string) string {
 	}
 	return fmt.Sprintf("Kubernetes %s has no knest node image on this host (node images: %s); build and publish one first (images/README.md)", version, list)
 }
+
+// HeldPoolGrowMessage says, as the CRD's transition rule does, why a pool held at
+// another minor than spec.version cannot gain replicas.
+const HeldPoolGrowMessage = "a worker pool held at an older minor than spec.version cannot gain replicas (nor be added with any): " +
+	"Cluster API creates machines only at the control plane's minor (MachineSet preflight check KubeadmVersionSkew); " +
+	"let the pool catch up first (remove workers[].version: knest upgrade --release-pool)"
+
+// NewMachinesBlocked reports whether Cluster API refuses to create machines at
+// version pool for a control plane at version cp: its MachineSet preflight check
+// KubeadmVersionSkew lets kubeadm join a node only at the control plane's minor, so
+// such a pool can neither scale up, nor have an unhealthy machine replaced, nor roll
+// out a changed machine shape. Versions that do not parse block nothing.
+func NewMachinesBlocked(pool, cp string) bool {
+	p, errP := Parse(pool)
+	c, errC := Parse(cp)
+	return errP == nil && errC == nil && p.Minor != c.Minor
+}

@@ -58,3 +58,13 @@ func TestNodeVersions(t *testing.T) {
 	g.Expect(NoNodeImageMessage("v1.36.0", nil)).To(ContainSubstring("(node images: none)"))
 	g.Expect([]string{NodeVersionsNamespace, NodeVersionsConfigMap, NodeVersionsKey}).To(Equal([]string{"knest-system", "knest-node-versions", "versions"}))
 }
+
+func TestNewMachinesBlocked(t *testing.T) {
+	g := NewWithT(t)
+	g.Expect(NewMachinesBlocked("v1.34.4", "v1.35.4")).To(BeTrue(), "one minor behind: kubeadm joins only at the control plane's minor")
+	g.Expect(NewMachinesBlocked("v1.32.0", "v1.35.4")).To(BeTrue())
+	g.Expect(NewMachinesBlocked("v1.35.3", "v1.35.4")).To(BeFalse(), "an older patch of the same minor joins")
+	g.Expect(NewMachinesBlocked("v1.35.4", "v1.35.4")).To(BeFalse())
+	g.Expect(NewMachinesBlocked("", "v1.35.4")).To(BeFalse())
+	g.Expect(NewMachinesBlocked("v1.34.4", "")).To(BeFalse())
+}

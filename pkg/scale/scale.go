@@ -13,6 +13,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/kubever"
 	"github.com/knest-dev/knest/pkg/validation"
 )
 
@@ -161,6 +162,9 @@ func Apply(spec knestv1.NestedClusterSpec, req Request, machines []Machine) (Pla
 			continue
 		}
 		from := replicas(p)
+		if n > from && p.Version != "" && kubever.NewMachinesBlocked(p.Version, out.Version) {
+			return Plan{}, heldPoolError(p.Name, p.Version, out.Version)
+		}
 		if from != n {
 			plan.Changes = append(plan.Changes, Change{Pool: p.Name, From: from, To: n})
 			p.Replicas = &n
@@ -172,6 +176,14 @@ func Apply(spec knestv1.NestedClusterSpec, req Request, machines []Machine) (Pla
 	}
 	plan.Spec = out
 	return plan, nil
+}
+
+// heldPoolError says why a pool held at another minor than the control plane cannot
+// grow, and what to do instead.
+func heldPoolError(pool, held, cp string) error {
+	return fmt.Errorf("pool %s is held at %s and the control plane runs %s: Cluster API creates machines only at the control plane's minor "+
+		"(MachineSet preflight check KubeadmVersionSkew), so the pool cannot grow (nor have a failed node replaced); "+
+		"let it catch up first (knest upgrade <cluster> --version %s --release-pool %s), then scale it", pool, held, cp, cp, pool)
 }
 
 func checkControlPlane(n int32) error {

@@ -19,6 +19,18 @@ func spec(cp int32, pools ...knestv1.WorkerPool) knestv1.NestedClusterSpec {
 	return knestv1.NestedClusterSpec{ControlPlane: knestv1.ControlPlaneSpec{Replicas: cp}, Workers: pools}
 }
 
+// heldSpec is a cluster at v1.35.4 with one control-plane node.
+func heldSpec(pools ...knestv1.WorkerPool) knestv1.NestedClusterSpec {
+	s := spec(1, pools...)
+	s.Version = "v1.35.4"
+	return s
+}
+
+func held(p knestv1.WorkerPool, version string) knestv1.WorkerPool {
+	p.Version = version
+	return p
+}
+
 func sizes(s knestv1.NestedClusterSpec) map[string]int32 {
 	out := map[string]int32{knestv1.ControlPlanePool: s.ControlPlane.Replicas}
 	for _, p := range s.Workers {
@@ -113,6 +125,25 @@ func TestApply(t *testing.T) {
 			spec: spec(3, pool("workers", 2)),
 			req:  Request{ControlPlane: ptr.To[int32](3), Workers: ptr.To[int32](2)},
 			want: map[string]int32{"control-plane": 3, "workers": 2},
+		},
+		{
+			name:    "held pool scales down",
+			spec:    heldSpec(pool("workers", 2), held(pool("gpu", 2), "v1.34.4")),
+			req:     Request{Pools: map[string]int32{"gpu": 1}},
+			want:    map[string]int32{"control-plane": 1, "workers": 2, "gpu": 1},
+			changes: []Change{{Pool: "gpu", From: 2, To: 1}},
+		},
+		{
+			name:    "pool held at an older patch grows",
+			spec:    heldSpec(held(pool("workers", 2), "v1.35.3")),
+			req:     Request{Workers: ptr.To[int32](3)},
+			want:    map[string]int32{"control-plane": 1, "workers": 3},
+			changes: []Change{{Pool: "workers", From: 2, To: 3}},
+		},
+		{
+			name: "held pool cannot grow", spec: heldSpec(pool("workers", 2), held(pool("gpu", 0), "v1.34.4")),
+			req:      Request{Workers: ptr.To[int32](3), Pools: map[string]int32{"gpu": 1}},
+			errMatch: "pool gpu is held at v1.34.4 and the control plane runs v1.35.4: Cluster API creates machines only at the control plane's minor (MachineSet preflight check KubeadmVersionSkew), so the pool cannot grow (nor have a failed node replaced); let it catch up first (knest upgrade <cluster> --version v1.35.4 --release-pool gpu), then scale it",
 		},
 		{name: "unknown pool lists the pools", spec: spec(1, pool("workers", 1), pool("gpu", 1)), req: Request{Pools: map[string]int32{"tpu": 1}}, errMatch: `no worker pool "tpu"; its pools are workers, gpu`},
 		{name: "unknown pool without pools", spec: spec(1), req: Request{Pools: map[string]int32{"tpu": 1}}, errMatch: "its pools are (none)"},

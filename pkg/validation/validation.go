@@ -440,7 +440,37 @@ func Update(old, nc *knestv1.NestedCluster) field.ErrorList {
 			}
 		}
 	}
+	return append(errs, heldPoolsGrow(old, nc)...)
+}
+
+// heldPoolsGrow refuses, as the CRD's transition rule does, more replicas for a pool
+// held at another minor than spec.version (a pool the update adds had none):
+// Cluster API would create none of its machines.
+func heldPoolsGrow(old, nc *knestv1.NestedCluster) field.ErrorList {
+	var errs field.ErrorList
+	for i, p := range nc.Spec.Workers {
+		if p.Version == "" || !kubever.NewMachinesBlocked(p.Version, nc.Spec.Version) {
+			continue
+		}
+		var had int32
+		for _, o := range old.Spec.Workers {
+			if o.Name == p.Name {
+				had = replicasOf(o)
+			}
+		}
+		if n := replicasOf(p); n > 0 && n > had {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "workers").Index(i).Child("replicas"), n, kubever.HeldPoolGrowMessage))
+		}
+	}
 	return errs
+}
+
+// replicasOf is a pool's replicas with the CRD's default.
+func replicasOf(p knestv1.WorkerPool) int32 {
+	if p.Replicas == nil {
+		return 1
+	}
+	return *p.Replicas
 }
 
 // nodeLabels checks labels as the CRD does: what kubelet's --node-labels accepts.

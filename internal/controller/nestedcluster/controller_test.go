@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/pkg/cluster"
@@ -249,14 +250,18 @@ func simulateClusterAPI(g Gomega, graph *cluster.Graph, workersReady int32) {
 		c.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
 		g.Expect(env.Client.Status().Update(ctx, c)).To(Succeed())
 
-		kcp := graph.ControlPlane.DeepCopy()
-		get(g, kcp)
-		kcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
-		kcp.Status.Replicas, kcp.Status.ReadyReplicas = kcp.Spec.Replicas, kcp.Spec.Replicas
-		kcp.Status.Version = kcp.Spec.Version
-		kcp.Status.UpToDateReplicas = kcp.Spec.Replicas
-		kcp.Status.ObservedGeneration = kcp.Generation
-		g.Expect(env.Client.Status().Update(ctx, kcp)).To(Succeed())
+		if graph.HostedControlPlane != nil {
+			simulateHostedControlPlane(g, graph, nil)
+		} else {
+			kcp := graph.ControlPlane.DeepCopy()
+			get(g, kcp)
+			kcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+			kcp.Status.Replicas, kcp.Status.ReadyReplicas = kcp.Spec.Replicas, kcp.Spec.Replicas
+			kcp.Status.Version = kcp.Spec.Version
+			kcp.Status.UpToDateReplicas = kcp.Spec.Replicas
+			kcp.Status.ObservedGeneration = kcp.Generation
+			g.Expect(env.Client.Status().Update(ctx, kcp)).To(Succeed())
+		}
 
 		for _, p := range graph.Pools {
 			md := p.MachineDeployment.DeepCopy()
@@ -265,6 +270,162 @@ func simulateClusterAPI(g Gomega, graph *cluster.Graph, workersReady int32) {
 			md.Status.ObservedGeneration = md.Generation
 			g.Expect(env.Client.Status().Update(ctx, md)).To(Succeed())
 		}
+	}, timeout, interval).Should(Succeed())
+}
+
+// simulateHostedControlPlane writes the status knest's HostedControlPlane controller
+// writes once its API servers are up at the spec's version and kubeadm's phases ran
+// in the tenant, with etcd on a claim; mutate (optional) changes it from there.
+func simulateHostedControlPlane(g Gomega, graph *cluster.Graph, mutate func(*hcpv1.HostedControlPlane)) {
+	hcp := graph.HostedControlPlane.DeepCopy()
+	g.Eventually(func(g Gomega) {
+		get(g, hcp)
+		hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
+		hcp.Status.Replicas, hcp.Status.ReadyReplicas = hcp.Spec.Replicas, hcp.Spec.Replicas
+		hcp.Status.AvailableReplicas, hcp.Status.UpToDateReplicas = hcp.Spec.Replicas, hcp.Spec.Replicas
+		hcp.Status.Version = hcp.Spec.Version
+		hcp.Status.EtcdPersistent = ptr.To(true)
+		hcp.Status.ObservedGeneration = hcp.Generation
+		conditions.Set(hcp, metav1.Condition{Type: hcpv1.AvailableCondition, Status: metav1.ConditionTrue, Reason: hcpv1.AvailableReason})
+		if mutate != nil {
+			mutate(hcp)
+		}
+		g.Expect(env.Client.Status().Update(context.Background(), hcp)).To(Succeed())
+	}, timeout, interval).Should(Succeed())
+}
+
+// hostedMode puts nc's control plane in pods on the host.
+func hostedMode(nc *knestv1.NestedCluster) *knestv1.NestedCluster {
+	nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+	return nc
+}
+
+func TestHostedCreateAppliesAHostedControlPlane(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startController(t)
+	nc := hostedMode(newCluster(namespace(t, g), "hosted"))
+	nc.Spec.ControlPlane.Replicas = 3
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+
+	graph := waitForGraph(g, nc)
+	g.Expect(graph.HostedControlPlane).NotTo(BeNil())
+	g.Expect(graph.ControlPlane).To(BeNil())
+	g.Expect(graph.ControlPlaneTemplate).To(BeNil())
+	g.Expect(graph.ControlPlaneHealthCheck).To(BeNil())
+	hcp := graph.HostedControlPlane.DeepCopy()
+	get(g, hcp)
+	g.Expect(hcp.Spec.Version).To(Equal(knestv1.DefaultVersion))
+	g.Expect(hcp.Spec.Replicas).To(Equal(ptr.To(int32(3))))
+	c := graph.Cluster.DeepCopy()
+	get(g, c)
+	g.Expect(c.Spec.ControlPlaneRef.Kind).To(Equal("HostedControlPlane"))
+
+	// No VM control plane: no KubeadmControlPlane, no control-plane VM template or health check.
+	cpName := cluster.ControlPlaneName(nc.Name)
+	for _, obj := range []client.Object{&controlplanev1.KubeadmControlPlane{}, &capkv1.KubevirtMachineTemplate{}, &clusterv1.MachineHealthCheck{}} {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: nc.Namespace, Name: cpName}, obj)
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s: %v", obj, cpName, err)
+	}
+
+	// The KubevirtCluster is externally managed: knest marks it ready for CAPK.
+	kc := graph.KubevirtCluster.DeepCopy()
+	g.Eventually(func(g Gomega) {
+		get(g, kc)
+		g.Expect(kc.Status.Ready).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseProvisioning))
+		g.Expect(nc.Status.ControlPlaneReady).To(Equal("0/3"))
+		g.Expect(conditions.IsTrue(nc, knestv1.TopologyReconciledCondition)).To(BeTrue())
+		g.Expect(conditions.Get(nc, knestv1.ControlPlaneReadyCondition)).To(And(
+			HaveField("Reason", knestv1.WaitingForControlPlaneReason),
+			HaveField("Message", "Waiting for the hosted API server and kubeadm's phases in the tenant (0/3 ready)")))
+		g.Expect(conditions.Get(nc, knestv1.EtcdPersistentCondition)).To(BeNil(), "the HostedControlPlane has not picked a volume yet")
+	}, timeout, interval).Should(Succeed())
+}
+
+func TestHostedStatusSummarizesTheHostedControlPlane(t *testing.T) {
+	g := NewWithT(t)
+	startController(t)
+	nc := hostedMode(newCluster(namespace(t, g), "hstatus"))
+	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
+	graph := waitForGraph(g, nc)
+
+	simulateClusterAPI(g, graph, 1)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
+		g.Expect(conditions.IsTrue(nc, knestv1.ReadyCondition)).To(BeTrue(), "%+v", nc.Status.Conditions)
+		g.Expect(nc.Status.Version).To(Equal(knestv1.DefaultVersion))
+		g.Expect(nc.Status.ControlPlane).To(Equal(knestv1.ReplicaStatus{Desired: 1, Ready: 1, Current: 1, UpToDate: 1}))
+		g.Expect(nc.Status.KubeconfigSecretName).To(Equal("hstatus-kubeconfig"))
+		g.Expect(conditions.Get(nc, knestv1.EtcdPersistentCondition)).To(HaveField("Reason", knestv1.PersistentVolumeReason))
+	}, timeout, interval).Should(Succeed())
+
+	// A hosted control plane that cannot go on by itself says why, and Ready follows.
+	simulateHostedControlPlane(g, graph, func(hcp *hcpv1.HostedControlPlane) {
+		conditions.Set(hcp, metav1.Condition{Type: hcpv1.AvailableCondition, Status: metav1.ConditionFalse,
+			Reason: hcpv1.TenantBootstrapFailedReason, Message: "kubeadm's phases failed 3 times"})
+	})
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(conditions.Get(nc, knestv1.ControlPlaneReadyCondition)).To(And(
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", hcpv1.TenantBootstrapFailedReason),
+			HaveField("Message", "kubeadm's phases failed 3 times")))
+		g.Expect(conditions.GetReason(nc, knestv1.ReadyCondition)).To(Equal(hcpv1.TenantBootstrapFailedReason))
+	}, timeout, interval).Should(Succeed())
+	simulateHostedControlPlane(g, graph, nil)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(conditions.IsTrue(nc, knestv1.ControlPlaneReadyCondition)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+
+	// Scaling the API servers: pending until the HostedControlPlane's controller has
+	// observed it, then scaling up until they are ready.
+	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Replicas = 3 })
+	hcp := graph.HostedControlPlane.DeepCopy()
+	g.Eventually(func(g Gomega) {
+		get(g, hcp)
+		g.Expect(hcp.Spec.Replicas).To(Equal(ptr.To(int32(3))))
+		get(g, nc)
+		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
+		g.Expect(conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition)).To(Equal(knestv1.ChangePendingReason))
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseScaling))
+	}, timeout, interval).Should(Succeed())
+	simulateHostedControlPlane(g, graph, func(hcp *hcpv1.HostedControlPlane) {
+		hcp.Status.Replicas, hcp.Status.ReadyReplicas, hcp.Status.UpToDateReplicas = ptr.To(int32(3)), ptr.To(int32(1)), ptr.To(int32(3))
+	})
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(conditions.Get(nc, knestv1.ControlPlaneReadyCondition)).To(And(
+			HaveField("Reason", knestv1.ScalingUpReason), HaveField("Message", "1 of 3 control-plane nodes ready")))
+		g.Expect(nc.Status.ControlPlaneReady).To(Equal("1/3"))
+	}, timeout, interval).Should(Succeed())
+	simulateHostedControlPlane(g, graph, nil)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
+		g.Expect(nc.Status.ControlPlaneReady).To(Equal("3/3"))
+	}, timeout, interval).Should(Succeed())
+
+	// An upgrade: the HostedControlPlane gets the version and rolls its pods.
+	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.36.0" })
+	g.Eventually(func(g Gomega) {
+		get(g, hcp)
+		g.Expect(hcp.Spec.Version).To(Equal("v1.36.0"))
+	}, timeout, interval).Should(Succeed())
+	simulateHostedControlPlane(g, graph, func(hcp *hcpv1.HostedControlPlane) { hcp.Status.Version = knestv1.DefaultVersion })
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
+		g.Expect(conditions.Get(nc, knestv1.ControlPlaneReadyCondition)).To(And(
+			HaveField("Reason", knestv1.RollingOutReason),
+			HaveField("Message", "Upgrading the control plane from "+knestv1.DefaultVersion+" to v1.36.0")))
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseUpgrading))
 	}, timeout, interval).Should(Succeed())
 }
 
@@ -306,12 +467,19 @@ func TestStatusSummarizesClusterAPI(t *testing.T) {
 }
 
 func TestDeleteWaitsForClusterAPIAndLeavesNothing(t *testing.T) {
+	startController(t)
+	t.Run("VM control plane", func(t *testing.T) { testDeleteWaitsForClusterAPI(t, knestv1.ControlPlaneVM) })
+	t.Run("hosted control plane", func(t *testing.T) { testDeleteWaitsForClusterAPI(t, knestv1.ControlPlaneHosted) })
+}
+
+func testDeleteWaitsForClusterAPI(t *testing.T, mode knestv1.ControlPlaneMode) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	startController(t)
 	nc := newCluster(namespace(t, g), "gone")
+	nc.Spec.ControlPlane.Mode = mode
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
+	g.Expect(graph.HostedControlPlane != nil).To(Equal(mode == knestv1.ControlPlaneHosted))
 
 	// Cluster API holds a Cluster with its finalizer until every machine is gone.
 	const capiFinalizer = "test.knest.dev/machines-still-exist"
@@ -328,6 +496,8 @@ func TestDeleteWaitsForClusterAPIAndLeavesNothing(t *testing.T) {
 		g.Expect(c.DeletionTimestamp.IsZero()).To(BeFalse(), "the controller deletes the Cluster")
 		get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseDeleting))
+		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
+		g.Expect(conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition)).To(Equal(knestv1.DeletingReason))
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func() error { return env.Client.Get(ctx, client.ObjectKeyFromObject(nc), nc) }, 2*time.Second, interval).
 		Should(Succeed(), "the NestedCluster stays while the Cluster exists")
@@ -529,5 +699,56 @@ func TestVersionChangeWaitsForTheRolloutBefore(t *testing.T) {
 		g.Expect(kcp.Spec.Version).To(Equal("v1.34.3"))
 		get(g, nc)
 		g.Expect(conditions.GetReason(nc, knestv1.TopologyReconciledCondition)).To(Equal(knestv1.ReconciledReason))
+	}, timeout, interval).Should(Succeed())
+}
+
+// TestHeldPoolIsReportedUntilItCatchesUp: a pool held at an older minor than the
+// control plane gets no new machines from Cluster API (MachineSet preflight check
+// KubeadmVersionSkew); the NestedCluster says so while it is held, and no longer
+// once the pool has caught up.
+func TestHeldPoolIsReportedUntilItCatchesUp(t *testing.T) {
+	g := NewWithT(t)
+	startController(t)
+	nc := newCluster(namespace(t, g), "held")
+	nc.Spec.Version = "v1.34.4"
+	nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "gpu", Replicas: ptr.To(int32(1))})
+	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
+	simulateClusterAPI(g, waitForGraph(g, nc), 1)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
+		g.Expect(conditions.GetReason(nc, knestv1.WorkersScalableCondition)).To(Equal(knestv1.ScalableReason))
+	}, timeout, interval).Should(Succeed())
+
+	update(g, nc, func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[1].Version = "v1.34.4"
+	})
+	simulateClusterAPI(g, waitForGraph(g, nc), 1)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
+		c := conditions.Get(nc, knestv1.WorkersScalableCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(knestv1.PoolVersionHeldReason))
+		g.Expect(c.Message).To(And(ContainSubstring("(gpu (v1.34.4))"), ContainSubstring("KubeadmVersionSkew"),
+			ContainSubstring("knest upgrade held --version v1.35.4 --release-pool POOL")))
+		g.Expect(nc.Status.Workers).To(ConsistOf(
+			HaveField("NewMachinesBlocked", BeEmpty()),
+			And(HaveField("Name", "gpu"), HaveField("Version", "v1.34.4"), HaveField("NewMachinesBlocked", ContainSubstring("held at v1.34.4 under a control plane at v1.35.4"))),
+		))
+		g.Expect(conditions.IsTrue(nc, knestv1.ReadyCondition)).To(BeTrue(), "the pool's nodes run: it is not unready")
+	}, timeout, interval).Should(Succeed())
+
+	// The pool catches up.
+	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Workers[1].Version = "" })
+	simulateClusterAPI(g, waitForGraph(g, nc), 1)
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
+		g.Expect(conditions.Get(nc, knestv1.WorkersScalableCondition)).To(And(
+			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", knestv1.ScalableReason), HaveField("Message", "")))
+		g.Expect(nc.Status.Workers).To(HaveEach(HaveField("NewMachinesBlocked", BeEmpty())))
 	}, timeout, interval).Should(Succeed())
 }

@@ -16,6 +16,7 @@ import (
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/apply"
 	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/kubever"
 )
 
 // ownedConditions are the condition types this controller writes; the patch helper
@@ -28,6 +29,7 @@ var ownedConditions = []string{
 	knestv1.WorkersReadyCondition,
 	knestv1.TenantStateCondition,
 	knestv1.EtcdPersistentCondition,
+	knestv1.WorkersScalableCondition,
 }
 
 // summarize computes the NestedCluster's status from what one reconcile observed.
@@ -53,6 +55,7 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 			ps.UpToDate = ptr.Deref(md.Status.UpToDateReplicas, 0)
 			ps.Version = md.Spec.Template.Spec.Version
 		}
+		ps.NewMachinesBlocked = newMachinesBlocked(s, p.Name)
 		workers.Desired += ps.Desired
 		workers.Ready += ps.Ready
 		workers.Current += ps.Current
@@ -71,6 +74,7 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 	setWorkersReadyCondition(nc, s)
 	setTenantStateCondition(nc, s)
 	setEtcdPersistentCondition(nc, s)
+	setWorkersScalableCondition(nc)
 	setReadyCondition(nc)
 	st.Phase = phase(nc, s, initialized)
 }
@@ -182,6 +186,54 @@ func setWorkersReadyCondition(nc *knestv1.NestedCluster, s *scope) {
 	conditions.Set(nc, cond)
 }
 
+// newMachinesBlocked says why Cluster API creates no machines for the named pool,
+// or returns "": the versions compared are those knest renders (Cluster API's
+// MachineSet preflight checks compare the MachineSet's with the control plane's
+// spec.version), or, when nothing could be rendered, those observed.
+func newMachinesBlocked(s *scope, pool string) string {
+	var poolVersion, cpVersion string
+	if want := desiredControlPlane(s.graph); want != nil {
+		cpVersion = want.version
+		for _, gp := range s.graph.Pools {
+			if gp.Name == pool {
+				poolVersion = gp.MachineDeployment.Spec.Template.Spec.Version
+			}
+		}
+	} else {
+		if s.controlPlane != nil {
+			cpVersion = s.controlPlane.version
+		}
+		if md := s.pools[pool]; md != nil {
+			poolVersion = md.Spec.Template.Spec.Version
+		}
+	}
+	if !kubever.NewMachinesBlocked(poolVersion, cpVersion) {
+		return ""
+	}
+	return fmt.Sprintf("held at %s under a control plane at %s: Cluster API's MachineSet preflight check KubeadmVersionSkew creates machines only at the control plane's minor", poolVersion, cpVersion)
+}
+
+// setWorkersScalableCondition says which pools Cluster API creates no machines for
+// (status.workers[].newMachinesBlocked) and what to do about it.
+func setWorkersScalableCondition(nc *knestv1.NestedCluster) {
+	cond := metav1.Condition{Type: knestv1.WorkersScalableCondition, Status: metav1.ConditionTrue, Reason: knestv1.ScalableReason}
+	var held []string
+	for _, p := range nc.Status.Workers {
+		if p.NewMachinesBlocked != "" {
+			held = append(held, fmt.Sprintf("%s (%s)", p.Name, p.Version))
+		}
+	}
+	if len(held) > 0 {
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.PoolVersionHeldReason
+		cond.Message = fmt.Sprintf("Cluster API creates no machines for pools held at an older minor than the control plane (%s): "+
+			"its MachineSet preflight check KubeadmVersionSkew joins nodes only at the control plane's minor, so they cannot scale up, "+
+			"replace an unhealthy machine or roll out a changed machine shape; "+
+			"upgrade them to the control plane's minor (knest upgrade %s --version %s --release-pool POOL)",
+			strings.Join(held, ", "), nc.Name, nc.Spec.Version)
+	}
+	conditions.Set(nc, cond)
+}
+
 // poolShortfall says what keeps a pool from where its spec wants it, or returns an
 // empty reason. A pool is there when Cluster API has observed the MachineDeployment
 // knest renders now (want; nil when unknown) and all its machines exist, are up to
@@ -199,6 +251,8 @@ func poolShortfall(p knestv1.PoolStatus, want, md *clusterv1.MachineDeployment) 
 		return knestv1.RollingOutReason, fmt.Sprintf("%d/%d (rolling out: %d of %d up to date)", p.Ready, p.Desired, ptr.Deref(md.Status.UpToDateReplicas, 0), p.Current)
 	case p.Current > p.Desired:
 		return knestv1.ScalingDownReason, fmt.Sprintf("%d/%d (scaling down from %d)", p.Ready, p.Desired, p.Current)
+	case p.Current < p.Desired && p.NewMachinesBlocked != "":
+		return knestv1.PoolVersionHeldReason, fmt.Sprintf("%d/%d (Cluster API creates no machines for it: condition WorkersScalable)", p.Ready, p.Desired)
 	case p.Ready < p.Desired || p.Current < p.Desired:
 		return knestv1.NodesNotReadyReason, fmt.Sprintf("%d/%d", p.Ready, p.Desired)
 	}

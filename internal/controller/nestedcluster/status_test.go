@@ -34,6 +34,18 @@ func TestSummarize(t *testing.T) {
 		k.Status.Version = version
 		return k
 	}
+	// hcp is what knest's HostedControlPlane controller reports, like kcp.
+	hcp := func(initialized bool, ready, replicas int32, version string) *controlPlaneState {
+		h := &hcpv1.HostedControlPlane{}
+		h.Generation, h.Status.ObservedGeneration = 1, 1
+		h.Spec.Replicas = ptr.To(int32(1))
+		h.Status.Initialization.ControlPlaneInitialized = ptr.To(initialized)
+		h.Status.ReadyReplicas = ptr.To(ready)
+		h.Status.Replicas = ptr.To(replicas)
+		h.Status.UpToDateReplicas = ptr.To(replicas)
+		h.Status.Version = version
+		return hcpState(h)
+	}
 	md := func(replicas, ready, upToDate int32) *clusterv1.MachineDeployment {
 		m := &clusterv1.MachineDeployment{}
 		m.Generation, m.Status.ObservedGeneration = 1, 1
@@ -65,6 +77,7 @@ func TestSummarize(t *testing.T) {
 
 	tests := []struct {
 		name          string
+		hosted        bool
 		previous      knestv1.Phase
 		deleting      bool
 		paused        bool
@@ -178,6 +191,36 @@ func TestSummarize(t *testing.T) {
 			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
 		},
 		{
+			name: "hosted, API servers not up yet", hosted: true,
+			scope:     scope{cluster: infra, controlPlane: hcp(false, 0, 1, "")},
+			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: knestv1.WaitingForControlPlaneReason,
+			wantCP: "0/1", wantWorkers: "0/2", wantEndpoint: "https://10.96.0.10:6443",
+		},
+		{
+			name: "hosted, all ready", hosted: true,
+			scope:     scope{cluster: infra, controlPlane: hcp(true, 1, 1, knestv1.DefaultVersion), pools: pools(md(2, 2, 2))},
+			previous:  knestv1.PhaseProvisioning,
+			wantPhase: knestv1.PhaseRunning, wantReady: metav1.ConditionTrue, wantReason: knestv1.ReadyReason,
+			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name: "hosted, API servers on an older version", hosted: true,
+			scope:     scope{cluster: infra, controlPlane: hcp(true, 1, 1, "v1.34.4"), pools: pools(md(2, 2, 2))},
+			previous:  knestv1.PhaseRunning,
+			wantPhase: knestv1.PhaseUpgrading, wantReady: metav1.ConditionFalse, wantReason: knestv1.RollingOutReason,
+			wantCP: "1/1", wantWorkers: "2/2", wantEndpoint: "https://10.96.0.10:6443", wantKubconfig: true,
+		},
+		{
+			name: "hosted, kubeadm's phases failing", hosted: true,
+			scope: scope{cluster: infra, controlPlane: func() *controlPlaneState {
+				st := hcp(false, 1, 1, "")
+				st.blocked = &metav1.Condition{Type: hcpv1.AvailableCondition, Status: metav1.ConditionFalse, Reason: hcpv1.TenantBootstrapFailedReason, Message: "failed"}
+				return st
+			}()},
+			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: hcpv1.TenantBootstrapFailedReason,
+			wantCP: "1/1", wantWorkers: "0/2", wantEndpoint: "https://10.96.0.10:6443",
+		},
+		{
 			name:      "the API server refused a rendered object",
 			scope:     scope{graph: &cluster.Graph{}, applyErr: invalid},
 			wantPhase: knestv1.PhaseFailed, wantReady: metav1.ConditionFalse, wantReason: knestv1.ApplyFailedReason,
@@ -206,6 +249,9 @@ func TestSummarize(t *testing.T) {
 			nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
 			nc.Spec.Workers = []knestv1.WorkerPool{{Name: "workers", Replicas: ptr.To(int32(2))}}
 			nc.Spec.Paused = tt.paused
+			if tt.hosted {
+				nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
+			}
 			cluster.Default(nc)
 			nc.Status.Phase = tt.previous
 			if tt.deleting {
@@ -365,4 +411,52 @@ func TestSummarizeEtcdPersistence(t *testing.T) {
 			g.Expect(conditions.GetReason(nc, knestv1.ReadyCondition)).NotTo(Equal(knestv1.EphemeralEtcdReason), "persistence is not readiness")
 		})
 	}
+}
+
+// A pool held at an older minor than the control plane gets no new machines from
+// Cluster API (MachineSet preflight check KubeadmVersionSkew): the status says so
+// per pool and in WorkersScalable, and a shortfall of such a pool says why.
+func TestSummarizeHeldPool(t *testing.T) {
+	g := NewWithT(t)
+	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+	nc.Spec.Version = "v1.35.4"
+	nc.Spec.Workers = []knestv1.WorkerPool{
+		{Name: "workers", Replicas: ptr.To(int32(1))},
+		{Name: "gpu", Replicas: ptr.To(int32(2)), Version: "v1.34.4"},
+		{Name: "patch", Replicas: ptr.To(int32(1)), Version: "v1.35.3"},
+	}
+	cluster.Default(nc)
+	graph, err := cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	s := &scope{graph: graph, pools: map[string]*clusterv1.MachineDeployment{}}
+	for _, p := range graph.Pools {
+		md := p.MachineDeployment.DeepCopy()
+		md.Generation, md.Status.ObservedGeneration = 1, 1
+		md.Status.Replicas, md.Status.ReadyReplicas, md.Status.UpToDateReplicas = ptr.To(int32(1)), ptr.To(int32(1)), ptr.To(int32(1))
+		s.pools[p.Name] = md
+	}
+	summarize(nc, s)
+
+	c := conditions.Get(nc, knestv1.WorkersScalableCondition)
+	g.Expect(c).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", knestv1.PoolVersionHeldReason)))
+	g.Expect(c.Message).To(Equal("Cluster API creates no machines for pools held at an older minor than the control plane (gpu (v1.34.4)): " +
+		"its MachineSet preflight check KubeadmVersionSkew joins nodes only at the control plane's minor, so they cannot scale up, " +
+		"replace an unhealthy machine or roll out a changed machine shape; " +
+		"upgrade them to the control plane's minor (knest upgrade demo --version v1.35.4 --release-pool POOL)"))
+	g.Expect(nc.Status.Workers).To(HaveLen(3))
+	g.Expect(nc.Status.Workers[0].NewMachinesBlocked).To(BeEmpty())
+	g.Expect(nc.Status.Workers[1].NewMachinesBlocked).To(Equal("held at v1.34.4 under a control plane at v1.35.4: Cluster API's MachineSet preflight check KubeadmVersionSkew creates machines only at the control plane's minor"))
+	g.Expect(nc.Status.Workers[2].NewMachinesBlocked).To(BeEmpty(), "an older patch of the same minor joins")
+	// gpu is one machine short and will stay so: WorkersReady says why.
+	g.Expect(conditions.GetReason(nc, knestv1.WorkersReadyCondition)).To(Equal(knestv1.PoolVersionHeldReason))
+	g.Expect(conditions.GetMessage(nc, knestv1.WorkersReadyCondition)).To(Equal("Worker pools not ready: gpu 1/2 (Cluster API creates no machines for it: condition WorkersScalable)"))
+
+	// Released: the pool follows spec.version and can grow again.
+	nc.Spec.Workers[1].Version = ""
+	graph, err = cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	s.graph = graph
+	summarize(nc, s)
+	g.Expect(conditions.Get(nc, knestv1.WorkersScalableCondition)).To(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", knestv1.ScalableReason)))
+	g.Expect(nc.Status.Workers[1].NewMachinesBlocked).To(BeEmpty())
 }

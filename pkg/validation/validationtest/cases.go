@@ -416,7 +416,7 @@ type UpdateCase struct {
 	Field, Message string
 }
 
-// UpdateCases are version changes the CRD's transition rules allow or refuse;
+// UpdateCases are version and held-pool changes the CRD's transition rules allow or refuse;
 // pkg/validation's Update and the API server are held to the same.
 var UpdateCases = []UpdateCase{
 	{Name: "patch upgrade", Old: version("v1.34.3"), New: version("v1.34.4")},
@@ -442,6 +442,41 @@ var UpdateCases = []UpdateCase{
 		nc.Spec.Version = "v1.35.4"
 		nc.Spec.Workers[0].Version = "v1.34.3"
 	}, Field: "spec.workers[0].version", Message: kubever.PoolBackMessage},
+	{Name: "held pool scaled down", Old: heldPool(3), New: heldPool(1)},
+	{Name: "held pool scaled to zero and kept there", Old: heldPool(0), New: heldPool(0)},
+	{Name: "pool held at an older patch grows", Old: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = "v1.35.3"
+	}, New: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = "v1.35.3"
+		nc.Spec.Workers[0].Replicas = ptr.To[int32](5)
+	}},
+	{Name: "held pool released and grown at once", Old: heldPool(2), New: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = ""
+		nc.Spec.Workers[0].Replicas = ptr.To[int32](4)
+	}},
+	{Name: "held pool grows", Old: heldPool(2), New: heldPool(3),
+		Field: "spec.workers[0].replicas", Message: kubever.HeldPoolGrowMessage},
+	{Name: "held pool back from zero", Old: heldPool(0), New: heldPool(1),
+		Field: "spec.workers[0].replicas", Message: kubever.HeldPoolGrowMessage},
+	{Name: "pool held and grown by the upgrade", Old: version("v1.34.4"), New: func(nc *knestv1.NestedCluster) {
+		heldPool(3)(nc)
+	}, Field: "spec.workers[0].replicas", Message: kubever.HeldPoolGrowMessage},
+	{Name: "held pool added with replicas", Old: heldPool(2), New: func(nc *knestv1.NestedCluster) {
+		heldPool(2)(nc)
+		nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "gpu", Replicas: ptr.To[int32](1), Version: "v1.34.4"})
+	}, Field: "spec.workers[1].replicas", Message: kubever.HeldPoolGrowMessage},
+}
+
+// heldPool holds pool workers at v1.34.4 with n replicas under spec.version v1.35.4.
+func heldPool(n int32) func(*knestv1.NestedCluster) {
+	return func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = "v1.34.4"
+		nc.Spec.Workers[0].Replicas = ptr.To(n)
+	}
 }
 
 func version(v string) func(*knestv1.NestedCluster) {

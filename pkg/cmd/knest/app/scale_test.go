@@ -12,6 +12,7 @@ import (
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/kubever"
 )
 
 // createMachine creates a Cluster API Machine of pool the way a MachineDeployment
@@ -169,4 +170,35 @@ func TestScaleTimeoutSaysWhatStaysAndHowToUndoIt(t *testing.T) {
 	g.Expect(r.err).To(MatchError(ContainSubstring("timed out after 2s waiting for cluster demo to be ready")))
 	g.Expect(r.err).To(MatchError(HaveSuffix("\nThe change (pool workers 1 -> 3, pool gpu 2 -> 0) stays applied and the controller keeps working on it; " +
 		"to undo it: knest scale demo -n " + ns + " --pool workers=1 --pool gpu=2")))
+}
+
+// TestScaleRefusesToGrowAHeldPool: Cluster API creates no machines for a pool held
+// at an older minor than the control plane (MachineSet preflight check
+// KubeadmVersionSkew), so knest refuses before it changes anything, and says what to
+// do; shrinking it is fine.
+func TestScaleRefusesToGrowAHeldPool(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	g.Expect(knest(t, "", "create", "demo", "-n", ns, "--wait=false", "--version", "v1.34.4", "--workers", "1", "--pool", "gpu=2").err).To(Succeed())
+	g.Expect(knest(t, "", "upgrade", "demo", "-n", ns, "--version", "v1.35.4", "--hold-pool", "gpu", "--wait=false").err).To(Succeed())
+	before := getCluster(g, t.Context(), ns, "demo")
+	g.Expect(before.Spec.Workers[1].Version).To(Equal("v1.34.4"))
+
+	r := knest(t, "", "scale", "demo", "-n", ns, "--wait=false", "--workers", "2", "--pool", "gpu=3")
+	g.Expect(r.err).To(MatchError("cannot scale cluster demo: pool gpu is held at v1.34.4 and the control plane runs v1.35.4: " +
+		"Cluster API creates machines only at the control plane's minor (MachineSet preflight check KubeadmVersionSkew), " +
+		"so the pool cannot grow (nor have a failed node replaced); let it catch up first " +
+		"(knest upgrade <cluster> --version v1.35.4 --release-pool gpu), then scale it"))
+	g.Expect(r.stderr).To(HavePrefix("ERROR: "))
+	after := getCluster(g, t.Context(), ns, "demo")
+	g.Expect(after.Generation).To(Equal(before.Generation), "a refused request changes nothing, not even the other pool")
+
+	// The API server refuses the same, for whoever bypasses the CLI.
+	after.Spec.Workers[1].Replicas = ptr.To[int32](3)
+	g.Expect(env.Client.Update(t.Context(), after)).To(MatchError(ContainSubstring(kubever.HeldPoolGrowMessage)))
+
+	g.Expect(knest(t, "", "scale", "demo", "-n", ns, "--wait=false", "--pool", "gpu=1").err).To(Succeed(), "a held pool can shrink")
+	g.Expect(sizes(getCluster(g, t.Context(), ns, "demo"))["gpu"]).To(Equal(int32(1)))
+	g.Expect(knest(t, "", "upgrade", "demo", "-n", ns, "--version", "v1.35.4", "--release-pool", "gpu", "--wait=false").err).To(Succeed())
+	g.Expect(knest(t, "", "scale", "demo", "-n", ns, "--wait=false", "--pool", "gpu=3").err).To(Succeed(), "a released pool grows")
 }
