@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -81,7 +83,8 @@ func TestHostedCluster(t *testing.T) {
 		expectWebhookCalled(t, tc, knestv1.DefaultVersion)
 	})
 	t.Run("webhooks by URL cannot reach the host", func(t *testing.T) { expectURLWebhooksFenced(t, tc) })
-	t.Run("the control-plane pods run restricted, not as root", func(t *testing.T) { expectPodsRestricted(t, key) })
+	t.Run("the control-plane pods run restricted, not as root, with memory limits", func(t *testing.T) { expectPodsRestricted(t, key) })
+	t.Run("the controller reads Secrets in tenant namespaces only", func(t *testing.T) { expectControllerFenced(t, key.Namespace) })
 	t.Run("isolated from another namespace's pods", func(t *testing.T) { expectHostedIsolated(t, key) })
 	t.Run("etcd's pods and StatefulSet deleted: the tenant keeps its objects", func(t *testing.T) { expectHostedEtcdSurvives(t, key, tc) })
 	t.Run("backup, objects changed, restore: the tenant is back at the snapshot", func(t *testing.T) { expectBackupRestore(t, key, tc, 1) })
@@ -304,13 +307,14 @@ func expectHostedIsolated(t *testing.T, key client.ObjectKey) {
 	g.Expect(canConnect(t, tc, server, probe.ServerPort)).To(BeFalse(), "%s's nodes reach a pod of another namespace", key)
 }
 
-// expectPodsRestricted: the API server pods and the kubeadm Job's run, as the host
+// expectPodsRestricted: the API server, etcd and kubeadm Job pods run, as the host
 // sees them, to the restricted Pod Security Standard, every running process as a user
-// other than root (the kubelet reports each container's user).
+// other than root (the kubelet reports each container's user), and every container
+// has a memory limit.
 func expectPodsRestricted(t *testing.T, key client.ObjectKey) {
 	t.Helper()
 	g := NewWithT(t)
-	for _, component := range []string{hosted.ComponentAPIServer, hosted.ComponentKubeadm} {
+	for _, component := range []string{hosted.ComponentAPIServer, hosted.ComponentEtcd, hosted.ComponentKubeadm} {
 		pods := &corev1.PodList{}
 		g.Expect(s.host.List(t.Context(), pods, client.InNamespace(key.Namespace), client.MatchingLabels{hosted.ComponentLabel: component})).To(Succeed())
 		g.Expect(pods.Items).NotTo(BeEmpty(), "no %s pod", component)
@@ -324,6 +328,7 @@ func expectPodsRestricted(t *testing.T, key client.ObjectKey) {
 				g.Expect(sc.Capabilities.Drop).To(ContainElement(corev1.Capability("ALL")), "%s/%s", p.Name, c.Name)
 				g.Expect(sc.Capabilities.Add).To(BeEmpty(), "%s/%s", p.Name, c.Name)
 				g.Expect(sc.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()), "%s/%s", p.Name, c.Name)
+				g.Expect(c.Resources.Limits).To(HaveKey(corev1.ResourceMemory), "%s/%s has no memory limit", p.Name, c.Name)
 			}
 			if p.Status.Phase != corev1.PodRunning {
 				continue
@@ -334,4 +339,25 @@ func expectPodsRestricted(t *testing.T, key client.ObjectKey) {
 			}
 		}
 	}
+}
+
+// expectControllerFenced asks the host's authorizer what the knest controller's
+// service account may do with Secrets: everything it needs in the tenant's
+// namespace (bound there by the controller), nothing in kube-system or cluster-wide.
+func expectControllerFenced(t *testing.T, tenantNamespace string) {
+	t.Helper()
+	g := NewWithT(t)
+	may := func(ns, verb string) bool {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               "system:serviceaccount:knest-system:knest-controller",
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:knest-system", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Resource: "secrets"},
+		}}
+		g.Expect(s.host.Create(t.Context(), sar)).To(Succeed())
+		return sar.Status.Allowed
+	}
+	g.Expect(may(tenantNamespace, "get")).To(BeTrue(), "get Secrets in the tenant's namespace")
+	g.Expect(may(tenantNamespace, "create")).To(BeTrue(), "create Secrets in the tenant's namespace")
+	g.Expect(may("kube-system", "get")).To(BeFalse(), "get Secrets in kube-system")
+	g.Expect(may("", "list")).To(BeFalse(), "list Secrets cluster-wide")
 }

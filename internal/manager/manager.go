@@ -69,6 +69,9 @@ func NewScheme() (*runtime.Scheme, error) {
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
+// `knest controller` reads its own pod for the image that backup Jobs run.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get,namespace=knest-system
+
 // Options configure the manager.
 type Options struct {
 	Render cluster.Options
