@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -24,16 +23,15 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/apply"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/pkg/backup"
-	"github.com/knest-dev/knest/pkg/cluster"
 )
 
 // +kubebuilder:rbac:groups=knest.dev,resources=nestedclusters,verbs=get;list;watch;update;patch
@@ -45,10 +43,6 @@ import (
 
 // FieldOwner is the field manager of what this controller applies.
 const FieldOwner = "knest-backup"
-
-// appliedHashAnnotation: an object whose annotation matches what would be applied
-// is not applied again, so a cluster at rest costs no writes.
-const appliedHashAnnotation = "knest.dev/applied-hash"
 
 // Reconciler keeps each NestedCluster's backups.
 type Reconciler struct {
@@ -181,46 +175,15 @@ func (r *Reconciler) reconcileClientCert(ctx context.Context, nc *knestv1.Nested
 // apply server-side applies obj, owned by nc, unless it carries the hash of the
 // same content already.
 func (r *Reconciler) apply(ctx context.Context, nc *knestv1.NestedCluster, obj client.Object) error {
-	if err := controllerutil.SetControllerReference(nc, obj, r.Client.Scheme()); err != nil {
-		return err
-	}
-	hash, err := cluster.ContentHash(obj)
-	if err != nil {
-		return err
-	}
-	current := obj.DeepCopyObject().(client.Object)
-	switch err := r.Client.Get(ctx, client.ObjectKeyFromObject(obj), current); {
-	case err == nil && current.GetAnnotations()[appliedHashAnnotation] == hash:
-		return nil
-	case err == nil && !metav1.IsControlledBy(current, nc):
-		return fmt.Errorf("%s %s already exists and does not belong to NestedCluster %s", kindOf(obj, r.Client.Scheme()), obj.GetName(), nc.Name)
-	case err != nil && !apierrors.IsNotFound(err):
-		return err
-	}
-	annotations := obj.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[appliedHashAnnotation] = hash
-	obj.SetAnnotations(annotations)
 	// A claim's spec cannot change once bound: made once.
 	if _, ok := obj.(*corev1.PersistentVolumeClaim); ok {
+		if err := controllerutil.SetControllerReference(nc, obj, r.Client.Scheme()); err != nil {
+			return err
+		}
 		return client.IgnoreAlreadyExists(r.Client.Create(ctx, obj))
 	}
-	obj.SetManagedFields(nil)
-	obj.SetResourceVersion("")
-	if err := r.Client.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("failed to apply %s %s: %w", kindOf(obj, r.Client.Scheme()), obj.GetName(), err)
-	}
-	return nil
-}
-
-func kindOf(obj runtime.Object, scheme *runtime.Scheme) string {
-	gvk, err := apiutil.GVKForObject(obj, scheme)
-	if err != nil {
-		return "object"
-	}
-	return gvk.Kind
+	_, err := (&apply.Applier{Client: r.Client, FieldOwner: FieldOwner}).Apply(ctx, nc, obj)
+	return err
 }
 
 // reportSnapshots reads what the backup Jobs' pods left in their termination
