@@ -66,6 +66,10 @@ generate: ## Regenerate deepcopy code, the CRD and the controller's ClusterRole 
 	$(CONTROLLER_GEN) object crd paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=knest-controller paths=./internal/controller/... paths=./internal/manager/... output:rbac:dir=config/rbac
 
+.PHONY: docs
+docs: ## Regenerate docs/api.md (from the CRDs) and docs/cli.md (from the commands); a test fails when they are stale.
+	$(GO) run ./hack/docgen
+
 .PHONY: build
 build: ## Build the knest CLI into bin/knest.
 	$(GO) build -o bin/knest ./cmd/knest
