@@ -294,7 +294,11 @@ func constraints(s *apiextensionsv1.JSONSchemaProps, withItems bool) []string {
 	if r := countRange(s.MinItems, s.MaxItems, "item"); r != "" {
 		out = append(out, r)
 	}
-	if r := countRange(s.MinProperties, s.MaxProperties, "entry"); r != "" {
+	unit := "entry"
+	if len(s.Properties) > 0 {
+		unit = "field"
+	}
+	if r := countRange(s.MinProperties, s.MaxProperties, unit); r != "" {
 		out = append(out, r)
 	}
 	if s.UniqueItems {
@@ -354,6 +358,8 @@ func numRange(s *apiextensionsv1.JSONSchemaProps) string {
 		}
 	}
 	switch {
+	case lo != "" && hi != "" && !s.ExclusiveMinimum && !s.ExclusiveMaximum:
+		return fmt.Sprintf("from %g to %g", *s.Minimum, *s.Maximum)
 	case lo != "" && hi != "":
 		return lo + " and " + hi
 	case lo != "":
