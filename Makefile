@@ -62,9 +62,10 @@ vet: ## Run go vet on the main module.
 CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.19.0
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code, the CRD and the controller's ClusterRole and leader-election Role from the Go markers.
+generate: ## Regenerate deepcopy code, the CRD, the controller's ClusterRole and leader-election Role from the Go markers, and docs/api.md.
 	$(CONTROLLER_GEN) object crd paths=./api/... output:crd:dir=config/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=knest-controller paths=./internal/controller/... paths=./internal/manager/... output:rbac:dir=config/rbac
+	$(MAKE) --no-print-directory docs
 
 .PHONY: docs
 docs: ## Regenerate docs/api.md (from the CRDs) and docs/cli.md (from the commands); a test fails when they are stale.
