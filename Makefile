@@ -80,6 +80,28 @@ test: testbin ## Run all tests against the integration test bed.
 	KNEST_TESTBIN=$(TESTBIN_DIR) KNEST_KUBEVIRT_CRDS=$(KUBEVIRT_CRDS_DIR) \
 		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
 
+##@ Image
+
+# The controller image for a host cluster of your own: the Dockerfile, built and pushed
+# with podman or docker (CONTAINER_ENGINE; empty: docker when its engine answers, else
+# podman). Needs the base images golang and gcr.io/distroless/static-debian12 from a
+# registry. hack/kind/up.sh builds the same image without an engine.
+IMG ?=
+CONTAINER_ENGINE ?=
+
+.PHONY: image
+image: ## Build the controller image IMG=registry/name:tag from the Dockerfile (podman or docker).
+	@[ -n "$(IMG)" ] || { echo "set IMG, e.g. make $@ IMG=registry.example.com/knest:v0.1.0" >&2; exit 1; }
+	@engine="$(CONTAINER_ENGINE)"; \
+	if [ -z "$$engine" ]; then if docker info >/dev/null 2>&1; then engine=docker; else engine=podman; fi; fi; \
+	set -x; $$engine build --build-arg GO_VERSION=$$(awk '$$1 == "go" {print $$2}' go.mod) -t $(IMG) .
+
+.PHONY: image-push
+image-push: image ## Build the controller image IMG=registry/name:tag and push it (podman or docker; log in first).
+	@engine="$(CONTAINER_ENGINE)"; \
+	if [ -z "$$engine" ]; then if docker info >/dev/null 2>&1; then engine=docker; else engine=podman; fi; fi; \
+	set -x; $$engine push $(IMG)
+
 ##@ Test bed
 
 .PHONY: testbin
