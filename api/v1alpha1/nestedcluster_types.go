@@ -25,7 +25,7 @@ const (
 	DefaultNodeKernelRepository = "knest/node-kernel"
 	// DefaultKernelArgs is the kernel command line of knest's node image. Not
 	// tsc=reliable, though the HPET the kernel falls back to under emulation is 16 times
-	// slower to read: a starved VM can calibrate its TSC wrong (docs/node-image.md).
+	// slower to read: a starved VM can calibrate its TSC wrong (docs/design/guest-clocksource.md).
 	DefaultKernelArgs          = "root=LABEL=knest-root ro console=ttyS0"
 	DefaultDrainTimeoutSeconds = 300
 	// DefaultCPU and DefaultMemory are a VM's shape when the spec gives none; the CRD's

@@ -335,7 +335,7 @@ func formatTimings(m map[string]time.Duration) string {
 }
 
 // writeResults appends the run's milestones (seconds since qemu started) to
-// $KNEST_CACHE/node-image/test-results.jsonl for docs/node-image.md.
+// $KNEST_CACHE/node-image/test-results.jsonl for docs/benchmark.md.
 func writeResults(t *testing.T, work string, vms []*vm) {
 	res := map[string]any{"time": time.Now().UTC().Format(time.RFC3339), "work": work}
 	for _, v := range vms {
