@@ -182,6 +182,21 @@ func Restore(lg *zap.Logger, snapshotPath, dataDir string, m Member, initialClus
 	return os.RemoveAll(staging)
 }
 
+// NonRootUser is the uid and gid knest's containers run as (the distroless images'
+// nonroot user); a hosted etcd's data belongs to it.
+const NonRootUser = 65532
+
+// GiveMember gives dataDir/member and everything in it to uid and gid: a restore
+// runs as root, and etcd, running as NonRootUser, must open what it wrote.
+func GiveMember(dataDir string, uid, gid int) error {
+	return filepath.WalkDir(filepath.Join(dataDir, "member"), func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+
 // DiskTarPrefix is the directory a restore archive holds; the guest's
 // knest-etcd-disk script looks for it on the etcd disk (pkg/cluster/scripts).
 const DiskTarPrefix = "knest-etcd-restore/"

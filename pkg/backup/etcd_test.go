@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -107,6 +109,27 @@ func TestSnapshotRestoresTheObjectsItTookAndNothingLater(t *testing.T) {
 	g.Expect(Restore(zap.NewNop(), filepath.Join(backups, r.Name), data, Member{Name: "b", PeerURL: peer2.String()}, "")).To(Succeed())
 	g.Expect(filepath.Join(data, "member", "wal", "stale.wal")).NotTo(BeAnExistingFile())
 	g.Expect(filepath.Join(data, "knest-restore")).NotTo(BeAnExistingFile())
+
+	// Given to a hosted etcd's user, every file of the member (this test runs as
+	// root in CI; another user can give files only to itself).
+	owner := NonRootUser
+	if os.Geteuid() != 0 {
+		owner = os.Geteuid()
+	}
+	g.Expect(GiveMember(data, owner, owner)).To(Succeed())
+	g.Expect(filepath.WalkDir(filepath.Join(data, "member"), func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if sys := st.Sys().(*syscall.Stat_t); int(sys.Uid) != owner || int(sys.Gid) != owner {
+			return fmt.Errorf("%s belongs to %d:%d", p, sys.Uid, sys.Gid)
+		}
+		return nil
+	})).To(Succeed())
 
 	c2, stop2 := startEtcd(t, data, "b", peer2)
 	defer stop2()

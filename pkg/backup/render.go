@@ -151,7 +151,7 @@ func keep(b knestv1.BackupSpec) int32 {
 // files its group's.
 func nonRoot() *corev1.PodSecurityContext {
 	return &corev1.PodSecurityContext{
-		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532),
+		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](NonRootUser), RunAsGroup: ptr.To[int64](NonRootUser), FSGroup: ptr.To[int64](NonRootUser),
 		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 	}
 }
@@ -280,7 +280,7 @@ func (in Input) RestoreJob(snapshot string, target RestoreTarget) *batchv1.Job {
 		mounts = append(mounts, corev1.VolumeMount{Name: "disk", MountPath: diskDir}, corev1.VolumeMount{Name: "tmp", MountPath: "/tmp"})
 		volumes = append(volumes, claimVolume("disk", target.Claim), corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	} else {
-		args = append(args, "--data-dir="+dataDir)
+		args = append(args, "--data-dir="+dataDir, "--owner="+strconv.Itoa(NonRootUser))
 		mounts = append(mounts, corev1.VolumeMount{Name: "data", MountPath: dataDir})
 		volumes = append(volumes, claimVolume("data", target.Claim))
 	}

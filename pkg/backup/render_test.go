@@ -38,7 +38,7 @@ func TestRestoreJobWritesTheMembersVolume(t *testing.T) {
 	hosted := in.RestoreJob("20261127T091500Z.db", RestoreTarget{Claim: "data-demo-etcd-0", Member: Member{Name: "demo-etcd-0", PeerURL: "https://demo-etcd-0.demo-etcd.tenants.svc:2380"}})
 	c := hosted.Spec.Template.Spec.Containers[0]
 	g.Expect(c.Args).To(Equal([]string{"etcd", "restore", "--snapshot=/backups/20261127T091500Z.db", "--name=demo-etcd-0",
-		"--peer-url=https://demo-etcd-0.demo-etcd.tenants.svc:2380", "--data-dir=/var/lib/etcd"}))
+		"--peer-url=https://demo-etcd-0.demo-etcd.tenants.svc:2380", "--data-dir=/var/lib/etcd", "--owner=65532"}))
 	g.Expect(claims(hosted.Spec.Template.Spec.Volumes)).To(Equal(map[string]string{"backups": "demo-etcd-backups", "data": "data-demo-etcd-0"}))
 	g.Expect(c.VolumeMounts).To(ContainElement(HaveField("MountPath", "/backups")))
 	g.Expect(*hosted.Spec.BackoffLimit).To(BeEquivalentTo(2))
@@ -46,6 +46,7 @@ func TestRestoreJobWritesTheMembersVolume(t *testing.T) {
 	vm := in.RestoreJob("20261127T091500Z.db", RestoreTarget{Claim: "demo-cp-x-etcd", VM: true, Member: Member{Name: "demo-cp-x", PeerURL: "https://10.244.0.9:2380"}})
 	c = vm.Spec.Template.Spec.Containers[0]
 	g.Expect(c.Args).To(ContainElements("--data-dir=/tmp/etcd", "--disk-image=/disk/disk.img", "--name=demo-cp-x"))
+	g.Expect(c.Args).NotTo(ContainElement(HavePrefix("--owner")), "a VM's disk image keeps its owner")
 	g.Expect(claims(vm.Spec.Template.Spec.Volumes)).To(Equal(map[string]string{"backups": "demo-etcd-backups", "disk": "demo-cp-x-etcd"}))
 	g.Expect(vm.Labels).To(Equal(Selector("demo", ComponentRestore)))
 }

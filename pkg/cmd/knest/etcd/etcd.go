@@ -83,6 +83,7 @@ func newSnapshot() *cobra.Command {
 func newRestore() *cobra.Command {
 	var snapshot, dataDir, diskImage, initialCluster string
 	var m backup.Member
+	owner := -1
 	cmd := &cobra.Command{
 		Use:   "restore",
 		Short: "Make an etcd member's data directory from a snapshot, optionally as a VM's etcd disk image",
@@ -96,6 +97,11 @@ func newRestore() *cobra.Command {
 			}
 			if err := backup.Restore(zap.NewNop(), snapshot, dataDir, m, initialCluster); err != nil {
 				return err
+			}
+			if owner >= 0 {
+				if err := backup.GiveMember(dataDir, owner, owner); err != nil {
+					return err
+				}
 			}
 			if diskImage != "" {
 				if err := backup.WriteDiskImage(dataDir, diskImage); err != nil {
@@ -112,6 +118,7 @@ func newRestore() *cobra.Command {
 	cmd.Flags().StringVar(&m.Name, "name", "", "member name")
 	cmd.Flags().StringVar(&m.PeerURL, "peer-url", "", "member peer URL")
 	cmd.Flags().StringVar(&initialCluster, "initial-cluster", "", "every member, as etcd's --initial-cluster (default the member alone)")
+	cmd.Flags().IntVar(&owner, "owner", -1, "user and group id to give the restored member directory (a hosted etcd's user); -1 leaves it root's")
 	for _, f := range []string{"snapshot", "data-dir", "name", "peer-url"} {
 		_ = cmd.MarkFlagRequired(f)
 	}
