@@ -38,7 +38,7 @@ func TestHostedControlPlaneContract(t *testing.T) {
 	t.Cleanup(func() { printLogsOnFailure(t) })
 	startController(t)
 
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-hosted-"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-hosted-", Labels: map[string]string{knestv1.TenantNamespaceLabel: "true"}}}
 	g.Expect(env.Client.Create(ctx, ns)).To(Succeed())
 	nc := &knestv1.NestedCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: ns.Name},

@@ -57,7 +57,7 @@ func TestVirtualMachineVariantsThroughKubeVirt(t *testing.T) {
 	t.Cleanup(func() { printLogsOnFailure(t) })
 	startController(t)
 
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-kubevirt-"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "e2e-kubevirt-", Labels: map[string]string{knestv1.TenantNamespaceLabel: "true"}}}
 	g.Expect(env.Client.Create(ctx, ns)).To(Succeed())
 	zero := ptr.To(int32(0))
 	gib := func(n int64) *resource.Quantity { return resource.NewQuantity(n<<30, resource.BinarySI) }
