@@ -8,9 +8,10 @@ import (
 // Default resources of the hosted containers: a CPU and memory request and a
 // memory limit each. Peak working sets measured on kind (the kubelet's summary API
 // every 15 s over two runs of make e2e's hosted tenants: three etcd members, one
-// worker, create, webhooks, etcd pods deleted, backup and restore, a second tenant): kube-apiserver 245 MiB,
-// kube-controller-manager 52, kube-scheduler 20, etcd 36, konnectivity-server 9; the
-// kubeadm containers ran to completion within their limit. Requests are about the
+// worker, create, webhooks, etcd pods deleted, backup and restore, a second
+// tenant): kube-apiserver 245 MiB, kube-controller-manager 52, kube-scheduler 20,
+// etcd 36, konnectivity-server 9; the kubeadm containers ran to completion within
+// their limit. Requests are about the
 // peak of a small tenant; limits leave 4 (kube-apiserver) to 28 (etcd, whose memory
 // grows with the tenant's objects and its raft log) times that for larger tenants.
 // A tenant that outgrows them raises controlPlane.hosted.*.resources.
