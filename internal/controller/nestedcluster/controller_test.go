@@ -663,6 +663,11 @@ func TestVersionChangeWaitsForTheRolloutBefore(t *testing.T) {
 	simulateClusterAPI(g, graph, 1)
 	kcp := graph.ControlPlane.DeepCopy()
 	md := graph.Pools[0].MachineDeployment.DeepCopy()
+	// Running first: only a cluster that was ready once is Upgrading, not Provisioning.
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
+	}, timeout, interval).Should(Succeed())
 
 	// v1.33: Cluster API gets it and starts rolling (status still at v1.32).
 	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.33.7" })
