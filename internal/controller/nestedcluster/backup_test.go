@@ -99,7 +99,9 @@ func TestBackupsAreScheduledForEveryCluster(t *testing.T) {
 
 	// A VM control plane's members are reached through a Service over their VMs.
 	svc := &corev1.Service{}
-	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: backup.ServiceName(nc.Name)}, svc)).To(Succeed())
+	g.Eventually(func() error { // applied after the CronJob
+		return env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: backup.ServiceName(nc.Name)}, svc)
+	}, timeout, interval).Should(Succeed())
 	g.Expect(svc.Spec.Selector).To(Equal(map[string]string{"cluster.x-k8s.io/role": "control-plane", "cluster.x-k8s.io/cluster-name": "bk"}))
 	g.Expect(svc.Spec.Ports[0].Port).To(BeEquivalentTo(2379))
 
