@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/blang/semver/v4"
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,9 +68,13 @@ func (in Input) KubeadmConfig() (*corev1.ConfigMap, error) {
 		return nil, err
 	}
 	cfg := initCfg + "---\n" + clusterCfg
+	meta := in.meta(ConfigMapName(in.Cluster), "")
+	// knest's controller caches only its own ConfigMaps: without the label its apply
+	// would never find this one, and write it on every reconcile.
+	meta.Labels[knestv1.ClusterNameLabel] = in.Cluster
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: in.meta(ConfigMapName(in.Cluster), ""),
+		ObjectMeta: meta,
 		Data:       map[string]string{"kubeadm.yaml": cfg, "egress-selector.yaml": egressSelectorConfiguration},
 	}, nil
 }

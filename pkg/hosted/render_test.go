@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 )
 
 func input() Input {
@@ -151,4 +152,18 @@ func TestResourcesFromTheSpec(t *testing.T) {
 		}
 	}
 	g.Expect(in.HCP.Spec.KonnectivityServer.Resources.Requests).To(BeNil(), "the spec is left as it was")
+}
+
+// The controller caches only ConfigMaps labelled as knest's (internal/manager):
+// one without the label is never found, so its apply writes on every reconcile and
+// never checks who owns it.
+func TestConfigMapsCarryKnestsLabel(t *testing.T) {
+	g := NewWithT(t)
+	kubeadm, err := input().KubeadmConfig()
+	g.Expect(err).NotTo(HaveOccurred())
+	agent, _, err := input().Konnectivity()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, cm := range []*corev1.ConfigMap{kubeadm, agent} {
+		g.Expect(cm.Labels).To(HaveKeyWithValue(knestv1.ClusterNameLabel, "demo"), cm.Name)
+	}
 }
