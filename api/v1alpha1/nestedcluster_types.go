@@ -116,6 +116,10 @@ const (
 	// unhealthy machine replaced, nor roll out a changed machine shape. It does not
 	// count towards Ready: the pool's nodes run as they are.
 	WorkersScalableCondition = "WorkersScalable"
+	// AutoscalerReadyCondition is present while a pool has autoscaling: True when
+	// the tenant's cluster-autoscaler runs and reports itself healthy. It does not
+	// count towards Ready: the nodes serve without it.
+	AutoscalerReadyCondition = "AutoscalerReady"
 
 	ReconciledReason             = "Reconciled"
 	ApplyFailedReason            = "ApplyFailed"
@@ -152,6 +156,12 @@ const (
 	// PoolVersionHeldReason: a pool is held at another minor than the control plane,
 	// and Cluster API creates no machines for it (condition WorkersScalable).
 	PoolVersionHeldReason = "PoolVersionHeld"
+	// AutoscalerRunningReason: the autoscaler is available and reports healthy.
+	AutoscalerRunningReason = "Running"
+	// AutoscalerStartingReason: its Deployment is not available yet.
+	AutoscalerStartingReason = "Starting"
+	// AutoscalerUnhealthyReason: it runs but reports itself unhealthy.
+	AutoscalerUnhealthyReason = "Unhealthy"
 )
 
 // CNI names the network plugin knest installs into the tenant.
@@ -225,6 +235,11 @@ type NestedClusterSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Backup BackupSpec `json:"backup,omitempty"`
+
+	// autoscaler tunes the tenant's cluster-autoscaler, which knest runs on the host
+	// while any pool has autoscaling.
+	// +optional
+	Autoscaler AutoscalerSpec `json:"autoscaler,omitempty"`
 
 	// paused stops knest (and Cluster API) from changing the tenant cluster.
 	// +optional
@@ -496,12 +511,18 @@ type WorkerPool struct {
 	// +kubebuilder:validation:XValidation:rule="self != 'cp'",message="pool name cp is reserved: the control plane's objects are named <cluster>-cp; pick another, e.g. gpu"
 	Name string `json:"name"`
 
-	// replicas is the number of nodes; 0 keeps the pool defined but empty.
-	// +kubebuilder:default=1
+	// replicas is the number of nodes; 0 keeps the pool defined but empty. Unset
+	// means 1, or, for an autoscaled pool, whatever the autoscaler decides.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=200
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
+
+	// autoscaling lets the tenant's cluster-autoscaler size the pool between
+	// minReplicas and maxReplicas, by its pending pods and idle nodes. An autoscaled
+	// pool takes no replicas of its own.
+	// +optional
+	Autoscaling *PoolAutoscaling `json:"autoscaling,omitempty"`
 
 	MachineSpec `json:",inline"`
 
@@ -538,6 +559,35 @@ type WorkerPool struct {
 	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	HostDevices []DeviceSpec `json:"hostDevices,omitempty"`
+}
+
+// AutoscalerSpec tunes the tenant's cluster-autoscaler (its flags of the same names).
+type AutoscalerSpec struct {
+	// scaleDownUnneededTime is how long a node must be unneeded before it is
+	// drained and removed (default 10m).
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="autoscaler.scaleDownUnneededTime must be from 10s to 24h, e.g. 10m"
+	// +optional
+	ScaleDownUnneededTime *metav1.Duration `json:"scaleDownUnneededTime,omitempty"`
+
+	// scaleDownDelayAfterAdd is how long after a scale-up scale-down resumes
+	// (default 10m).
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="autoscaler.scaleDownDelayAfterAdd must be from 0s to 24h, e.g. 10m"
+	// +optional
+	ScaleDownDelayAfterAdd *metav1.Duration `json:"scaleDownDelayAfterAdd,omitempty"`
+}
+
+// PoolAutoscaling bounds an autoscaled pool.
+// +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="autoscaling.minReplicas must be at most autoscaling.maxReplicas, e.g. 0 and 3"
+type PoolAutoscaling struct {
+	// minReplicas is the fewest nodes the autoscaler keeps; 0 lets an idle pool go
+	// empty (scale from zero).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=200
+	MinReplicas int32 `json:"minReplicas"`
+	// maxReplicas is the most nodes the autoscaler adds.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=200
+	MaxReplicas int32 `json:"maxReplicas"`
 }
 
 // LabelValue is a Kubernetes label value. A type of its own so that the API server
@@ -814,7 +864,11 @@ type PoolStatus struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	NewMachinesBlocked string `json:"newMachinesBlocked,omitempty"`
-	ReplicaStatus      `json:",inline"`
+	// autoscaling is the pool's bounds while the autoscaler sizes it; desired is
+	// then the autoscaler's choice.
+	// +optional
+	Autoscaling   *PoolAutoscaling `json:"autoscaling,omitempty"`
+	ReplicaStatus `json:",inline"`
 }
 
 // NestedCluster is a tenant Kubernetes cluster whose nodes are KubeVirt VMs.
