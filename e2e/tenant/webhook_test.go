@@ -133,24 +133,36 @@ func expectURLWebhooksFenced(t *testing.T, tc tenant) {
 		}
 	}
 	g.Expect(nodeIP).NotTo(BeEmpty(), "host node %s has no internal address", nodes.Items[0].Name)
+	closed := net.JoinHostPort(nodeIP, "1")
 	targets := map[string]string{
-		"the host's API Service":     net.JoinHostPort(api.Spec.ClusterIP, "443"),
-		"a host node's kubelet":      net.JoinHostPort(nodeIP, "10250"),
-		"a closed port of that node": net.JoinHostPort(nodeIP, "1"),
+		"the host's API Service": net.JoinHostPort(api.Spec.ClusterIP, "443"),
+		"a host node's kubelet":  net.JoinHostPort(nodeIP, "10250"),
 	}
-	answers := map[string]string{}
-	for what, addr := range targets {
+	// answer is a webhook's error with its address left out, after checking that
+	// it shows no connection made.
+	answer := func(what, addr string) string {
 		err := webhookAnswer(t, tc, "https://"+addr+"/validate")
 		g.Expect(err).To(HaveOccurred(), "a ConfigMap admitted by a webhook at %s (%s)", what, addr)
 		msg := err.Error()
 		t.Logf("webhook at %s (%s): %s", what, addr, msg)
 		for _, leak := range []string{"x509", "certificate", "tls:", "EOF", "connection reset"} {
-			g.Expect(msg).NotTo(ContainSubstring(leak), "the webhook at %s (%s) connected", what, addr)
+			g.Expect(msg).NotTo(ContainSubstring(leak), "the webhook at %s (%s) connected: %s", what, addr, msg)
 		}
-		answers[what] = strings.ReplaceAll(msg, addr, "ADDR")
+		return strings.ReplaceAll(msg, addr, "ADDR")
 	}
-	for what, a := range answers {
-		g.Expect(a).To(Equal(answers["a closed port of that node"]), "%s answers unlike a closed port", what)
+	for what, addr := range targets {
+		// A dial can time out now and then under load (the tunnel, the policy's
+		// first packet) where it is otherwise refused: only a difference that comes
+		// back on every try is one a tenant could scan by.
+		var differ []string
+		for range 3 {
+			a, c := answer(what, addr), answer("a closed port of that node", closed)
+			if a == c {
+				break
+			}
+			differ = append(differ, fmt.Sprintf("%q, where the closed port gave %q", a, c))
+		}
+		g.Expect(len(differ)).To(BeNumerically("<", 3), "%s answers unlike a closed port on every try: %s", what, strings.Join(differ, "; "))
 	}
 }
 
