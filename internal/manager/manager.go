@@ -108,6 +108,11 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	ofCluster := labels.NewSelector().Add(*clusterLabel)
+	// The controller's own binding in each tenant namespace, and its autoscalers'.
+	accessBinding, err := labels.NewRequirement(nestedcluster.AccessBindingLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
 	if opts.MetricsAddr == "" {
 		opts.MetricsAddr = "0"
 	}
@@ -128,13 +133,15 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// So are Services and workloads: only those of a Cluster API cluster (a
 		// hosted control plane's).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}:   {Label: labels.NewSelector().Add(*ownedByKnest)},
-			&rbacv1.RoleBinding{}: {Label: labels.SelectorFromSet(labels.Set{nestedcluster.AccessBindingLabel: "true"})},
-			&corev1.Service{}:     {Label: ofCluster},
-			&appsv1.Deployment{}:  {Label: ofCluster},
-			&appsv1.StatefulSet{}: {Label: ofCluster},
-			&batchv1.Job{}:        {Label: ofCluster},
-			&batchv1.CronJob{}:    {Label: ofCluster},
+			&corev1.ConfigMap{}:      {Label: labels.NewSelector().Add(*ownedByKnest)},
+			&rbacv1.RoleBinding{}:    {Label: labels.NewSelector().Add(*accessBinding)},
+			&rbacv1.Role{}:           {Label: ofCluster},
+			&corev1.ServiceAccount{}: {Label: ofCluster},
+			&corev1.Service{}:        {Label: ofCluster},
+			&appsv1.Deployment{}:     {Label: ofCluster},
+			&appsv1.StatefulSet{}:    {Label: ofCluster},
+			&batchv1.Job{}:           {Label: ofCluster},
+			&batchv1.CronJob{}:       {Label: ofCluster},
 		}},
 		// Secrets are read in tenant namespaces only, where the controller's role is
 		// bound (see nestedcluster/access.go): a cluster-wide informer would need

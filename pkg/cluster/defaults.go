@@ -20,8 +20,8 @@ func Default(nc *knestv1.NestedCluster) {
 	defaultMachine(&s.ControlPlane.MachineSpec)
 	for i := range s.Workers {
 		p := &s.Workers[i]
-		if p.Replicas == nil {
-			p.Replicas = ptr(int32(1))
+		if p.Replicas == nil && p.Autoscaling == nil {
+			p.Replicas = ptr(int32(1)) // an autoscaled pool's are the autoscaler's
 		}
 		defaultMachine(&p.MachineSpec)
 	}

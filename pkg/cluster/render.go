@@ -25,6 +25,7 @@ import (
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/autoscaler"
 	"github.com/knest-dev/knest/pkg/hosted"
 	"github.com/knest-dev/knest/pkg/vmtemplate"
 )
@@ -68,6 +69,9 @@ type Options struct {
 	// check replaces it (default DefaultNodeStartupTimeout). How fast a VM boots and
 	// joins is the host's property, so it is set per controller, not per cluster.
 	NodeStartupTimeout time.Duration
+	// AutoscalerImage runs the tenants' cluster-autoscalers (autoscaler.DefaultImage
+	// when empty).
+	AutoscalerImage string
 }
 
 // DefaultNodeStartupTimeout: a nested VM that has not joined in 20 minutes is taken to
@@ -100,6 +104,8 @@ type Graph struct {
 	CNIConfigMap *corev1.ConfigMap
 	// Isolation fences the cluster's VMs off from other tenants and the host.
 	Isolation *networkingv1.NetworkPolicy
+	// Autoscaler sizes the autoscaled pools; nil when no pool is.
+	Autoscaler *autoscaler.Objects
 }
 
 // Pool is the objects of one worker pool.
@@ -126,6 +132,9 @@ func (g *Graph) Objects() []client.Object {
 	}
 	if g.CNI != nil {
 		objs = append(objs, g.CNIConfigMap, g.CNI)
+	}
+	if g.Autoscaler != nil {
+		objs = append(objs, g.Autoscaler.List()...)
 	}
 	return objs
 }
@@ -167,7 +176,28 @@ func Render(nc *knestv1.NestedCluster, opts Options) (*Graph, error) {
 		}
 		g.CNI = r.clusterResourceSet(g.CNIConfigMap.Name)
 	}
+	g.Autoscaler = r.autoscaler(g.Pools)
 	return g, nil
+}
+
+// autoscaler renders the tenant's cluster-autoscaler when a pool is autoscaled.
+func (r renderer) autoscaler(pools []Pool) *autoscaler.Objects {
+	var scaled []string
+	for i, p := range r.nc.Spec.Workers {
+		if p.Autoscaling != nil {
+			scaled = append(scaled, pools[i].MachineDeployment.Name)
+		}
+	}
+	if len(scaled) == 0 {
+		return nil
+	}
+	return autoscaler.Render(autoscaler.Input{
+		Cluster: r.name, Namespace: r.ns, Image: r.opts.AutoscalerImage,
+		MachineDeployments: scaled,
+		KubeconfigSecret:   KubeconfigSecretName(r.name),
+		Spec:               r.nc.Spec.Autoscaler,
+		Labels:             r.meta("", "").Labels,
+	})
 }
 
 type renderer struct {

@@ -23,11 +23,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	"github.com/knest-dev/knest/pkg/backup"
+	"github.com/knest-dev/knest/pkg/podsec"
 )
 
 // Ports.
@@ -151,23 +151,10 @@ func inMemory(name string) corev1.Volume {
 const nonRootUser = backup.NonRootUser
 
 // restrictedPod and restrictedContainer are the Pod Security Standards' restricted
-// profile: no root, no privilege escalation, no capabilities, the runtime's seccomp
-// profile; and a read-only root file system, the writable paths being volumes.
-func restrictedPod() *corev1.PodSecurityContext {
-	return &corev1.PodSecurityContext{
-		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](nonRootUser), RunAsGroup: ptr.To[int64](nonRootUser),
-		FSGroup:        ptr.To[int64](nonRootUser),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
-}
+// profile (pkg/podsec) for nonRootUser.
+func restrictedPod() *corev1.PodSecurityContext { return podsec.Pod(nonRootUser) }
 
-func restrictedContainer() *corev1.SecurityContext {
-	return &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr.To(false),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		ReadOnlyRootFilesystem:   ptr.To(true),
-	}
-}
+func restrictedContainer() *corev1.SecurityContext { return podsec.Container() }
 
 func mount(name, path string) corev1.VolumeMount {
 	return corev1.VolumeMount{Name: name, MountPath: path}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/autoscaler"
 )
 
 // The controller's cluster-wide role reads (never Secrets) and writes Cluster API's
@@ -35,8 +36,9 @@ const (
 	TenantRole = "knest-tenant"
 	// AccessBindingName is the RoleBinding that binds it there.
 	AccessBindingName = "knest-controller"
-	// AccessBindingLabel marks that RoleBinding (the cache holds only these).
-	AccessBindingLabel = "knest.dev/tenant-access"
+	// AccessBindingLabel marks that RoleBinding, and the autoscalers' (the cache
+	// holds only these).
+	AccessBindingLabel = autoscaler.AccessLabel
 )
 
 // NamespaceNotEnabledError is a NestedCluster in a namespace that is not labelled

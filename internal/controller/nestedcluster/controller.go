@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -47,6 +48,9 @@ import (
 // +kubebuilder:rbac:groups=addons.cluster.x-k8s.io,resources=clusterresourcesets,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update,namespace=knest-system
@@ -94,6 +98,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 		Owns(&addonsv1.ClusterResourceSet{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		Owns(&appsv1.Deployment{}). // the autoscaler's, for condition AutoscalerReady
 		WithOptions(options)
 	return WatchTenantNamespaces(b, r.Client).Complete(r)
 }
@@ -107,6 +112,9 @@ type scope struct {
 	cluster      *clusterv1.Cluster
 	controlPlane *controlPlaneState
 	pools        map[string]*clusterv1.MachineDeployment
+	// autoscaler is the tenant's cluster-autoscaler Deployment; nil when no pool
+	// is autoscaled.
+	autoscaler *appsv1.Deployment
 	// applyErr is the first failure to bring the graph in line with the spec.
 	applyErr error
 	// heldVersion is the version still rolling out while spec.version asks for

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -36,7 +38,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		}
 		return err
 	}
-	desired := s.nc
+	// Fill in what the API server's defaults leave out (a pool's replicas).
+	desired := s.nc.DeepCopy()
+	cluster.Default(desired)
 	held, err := r.heldVersion(ctx, s.nc)
 	if err != nil {
 		s.applyErr = err
@@ -45,7 +49,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	if held != "" {
 		// Render everything else from the spec, at the version still rolling out.
 		s.heldVersion = held
-		desired = s.nc.DeepCopy()
 		desired.Spec.Version = held
 	}
 	graph, err := cluster.Render(desired, r.Render)
@@ -154,6 +157,12 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 		}
 		s.pools[p.Name] = md
 	}
+	if a := s.graph.Autoscaler; a != nil {
+		s.autoscaler = &appsv1.Deployment{}
+		if err := r.get(ctx, ns, a.Deployment.Name, s.autoscaler); err != nil {
+			return err
+		}
+	}
 	r.observeTenant(ctx, s)
 	return nil
 }
@@ -201,6 +210,10 @@ func (r *Reconciler) prune(ctx context.Context, s *scope) error {
 		{"MachineHealthCheck", &clusterv1.MachineHealthCheckList{}, false},
 		{"ClusterResourceSet", &addonsv1.ClusterResourceSetList{}, false},
 		{"ConfigMap", &corev1.ConfigMapList{}, false},
+		{"Deployment", &appsv1.DeploymentList{}, false},
+		{"RoleBinding", &rbacv1.RoleBindingList{}, false},
+		{"Role", &rbacv1.RoleList{}, false},
+		{"ServiceAccount", &corev1.ServiceAccountList{}, false},
 		{"KubevirtMachineTemplate", &capkv1.KubevirtMachineTemplateList{}, true},
 		{"KubeadmConfigTemplate", &bootstrapv1.KubeadmConfigTemplateList{}, true},
 	} {

@@ -35,6 +35,7 @@ import (
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/internal/manager"
+	"github.com/knest-dev/knest/pkg/autoscaler"
 	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/hosted"
 )
@@ -163,6 +164,9 @@ func TestFencedToTenantNamespaces(t *testing.T) {
 	hostedNC := newCluster(tenants, "hosted")
 	hostedNC.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
 	hostedNC.Spec.ControlPlane.Etcd.Ephemeral = true
+	// Its autoscaler's Role holds rights the controller has only through that
+	// binding: RBAC's escalation check and the fence let it grant them there.
+	hostedNC.Spec.Workers[0].Autoscaling = &knestv1.PoolAutoscaling{MinReplicas: 0, MaxReplicas: 2}
 	g.Expect(env.Client.Create(ctx, hostedNC)).To(Succeed())
 	// Cluster API's Cluster controller (not run here) owns the control plane.
 	g.Eventually(func(g Gomega) {
@@ -180,6 +184,8 @@ func TestFencedToTenantNamespaces(t *testing.T) {
 		g.Expect(binding.Subjects).To(ConsistOf(rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "knest-system", Name: "knest-controller"}))
 		get(g, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: hosted.EtcdName(hostedNC.Name)}})
 		get(g, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: capisecret.Name(hostedNC.Name, capisecret.ClusterCA)}})
+		get(g, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: autoscaler.Name(hostedNC.Name)}})
+		get(g, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: autoscaler.Name(hostedNC.Name)}})
 	}, timeout, interval).Should(Succeed())
 
 	// Secrets: in the tenant namespace only.
@@ -211,6 +217,13 @@ func TestFencedToTenantNamespaces(t *testing.T) {
 	other := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: tenants, Name: "default"}
 	g.Expect(bind(tenants, nestedcluster.TenantRole, other)).To(MatchError(ContainSubstring("may only bind ClusterRole knest-tenant, to itself")))
 	g.Expect(bind(tenants, "cluster-admin", self)).To(Satisfy(apierrors.IsForbidden))
+	// A Role of the namespace: to its own service accounts only.
+	toRole := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenants, GenerateName: "probe-"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: autoscaler.Name(hostedNC.Name)},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: plain.Name, Name: "default"}},
+	}
+	g.Expect(as.Create(ctx, toRole)).To(MatchError(ContainSubstring("to service accounts of that namespace")))
 	// Nor can it enable a namespace itself.
 	g.Expect(as.Patch(ctx, plain, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"knest.dev/tenants":"true"}}}`)))).To(Satisfy(apierrors.IsForbidden))
 

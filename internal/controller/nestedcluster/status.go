@@ -30,6 +30,7 @@ var ownedConditions = []string{
 	knestv1.TenantStateCondition,
 	knestv1.EtcdPersistentCondition,
 	knestv1.WorkersScalableCondition,
+	knestv1.AutoscalerReadyCondition,
 }
 
 // summarize computes the NestedCluster's status from what one reconcile observed.
@@ -48,7 +49,7 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 	st.Workers = nil
 	var workers knestv1.ReplicaStatus
 	for _, p := range nc.Spec.Workers {
-		ps := knestv1.PoolStatus{Name: p.Name, ReplicaStatus: knestv1.ReplicaStatus{Desired: ptr.Deref(p.Replicas, 0)}}
+		ps := knestv1.PoolStatus{Name: p.Name, ReplicaStatus: knestv1.ReplicaStatus{Desired: ptr.Deref(p.Replicas, 1)}}
 		if md := s.pools[p.Name]; md != nil {
 			ps.Ready = ptr.Deref(md.Status.ReadyReplicas, 0)
 			ps.Current = ptr.Deref(md.Status.Replicas, 0)
@@ -75,6 +76,7 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 	setTenantStateCondition(nc, s)
 	setEtcdPersistentCondition(nc, s)
 	setWorkersScalableCondition(nc)
+	setAutoscalerReadyCondition(nc, s)
 	setReadyCondition(nc)
 	st.Phase = phase(nc, s, initialized)
 }
@@ -211,6 +213,23 @@ func newMachinesBlocked(s *scope, pool string) string {
 		return ""
 	}
 	return fmt.Sprintf("held at %s under a control plane at %s: Cluster API's MachineSet preflight check KubeadmVersionSkew creates machines only at the control plane's minor", poolVersion, cpVersion)
+}
+
+// setAutoscalerReadyCondition says whether the tenant's cluster-autoscaler runs:
+// its Deployment has an available pod, which its readiness probe (the
+// autoscaler's own health check) passed. Absent while no pool is autoscaled.
+func setAutoscalerReadyCondition(nc *knestv1.NestedCluster, s *scope) {
+	if s.graph == nil || s.graph.Autoscaler == nil {
+		conditions.Delete(nc, knestv1.AutoscalerReadyCondition)
+		return
+	}
+	cond := metav1.Condition{Type: knestv1.AutoscalerReadyCondition, Status: metav1.ConditionFalse, Reason: knestv1.AutoscalerStartingReason,
+		Message: fmt.Sprintf("Deployment %s has no available pod yet", s.graph.Autoscaler.Deployment.Name)}
+	if d := s.autoscaler; d != nil && d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas > 0 {
+		cond.Status, cond.Reason = metav1.ConditionTrue, knestv1.AutoscalerRunningReason
+		cond.Message = fmt.Sprintf("Deployment %s is available and passes its health check", d.Name)
+	}
+	conditions.Set(nc, cond)
 }
 
 // setWorkersScalableCondition says which pools Cluster API creates no machines for

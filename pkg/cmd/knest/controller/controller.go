@@ -23,6 +23,7 @@ import (
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/manager"
+	"github.com/knest-dev/knest/pkg/autoscaler"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
 
@@ -54,6 +55,8 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 		"Host CPU overcommit of tenant VMs, as KubeVirt's cpuAllocationRatio: each vCPU requests 1/N of a host core (1: whole cores)")
 	fl.DurationVar(&f.Render.NodeStartupTimeout, "node-startup-timeout", cluster.DefaultNodeStartupTimeout,
 		"How long a tenant machine may go without joining before its health check replaces it; longer on slow hosts (software emulation)")
+	fl.StringVar(&f.Render.AutoscalerImage, "autoscaler-image", autoscaler.DefaultImage,
+		"Image of the tenants' cluster-autoscalers (the upstream one with its clusterapi provider), run for tenants with an autoscaled pool")
 	fl.IntVar(&f.Concurrency, "concurrency", 10, "NestedClusters reconciled in parallel")
 	fl.StringVar(&f.MetricsAddr, "metrics-bind-address", ":8443", "Address of the HTTPS metrics endpoint (callers need RBAC get on /metrics); 0 disables it")
 	fl.StringVar(&f.HealthAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints; 0 disables them")

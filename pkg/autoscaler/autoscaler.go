@@ -1,0 +1,209 @@
+// Package autoscaler renders a tenant's cluster-autoscaler: the upstream Kubernetes
+// cluster-autoscaler with its clusterapi provider, running on the host in the
+// tenant's namespace. It sizes the tenant's autoscaled pools by scaling their
+// MachineDeployments (the min/max and capacity annotations pkg/cluster sets), and
+// reads the tenant's pods and nodes through the tenant's admin kubeconfig.
+package autoscaler
+
+import (
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/podsec"
+)
+
+// DefaultImage is the cluster-autoscaler built from the module the Go proxy serves,
+// k8s.io/autoscaler/cluster-autoscaler at commit 1959f5f61f6c (June 2025), with
+// only the clusterapi provider (hack/autoscaler.mk builds it).
+const DefaultImage = "knest.local/cluster-autoscaler:1959f5f61f6c"
+
+// Defaults of the autoscaler's flags that spec.autoscaler sets (the upstream ones).
+const (
+	DefaultScaleDownUnneededTime  = 10 * time.Minute
+	DefaultScaleDownDelayAfterAdd = 10 * time.Minute
+)
+
+// HealthPort serves /health-check, which goes unhealthy when the autoscaler's loop
+// stops running.
+const HealthPort = 8085
+
+// capiVersion is the Cluster API version the autoscaler reads. Its commit predates
+// v1beta2 and looks the infrastructure template up by the apiVersion of
+// infrastructureRef, which v1beta2 dropped; Cluster API v1.13 still serves
+// v1beta1, converting on the fly.
+const capiVersion = "v1beta1"
+
+// resources: requests about its use at rest on kind, a limit for a larger tenant.
+var resources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
+}
+
+// AccessLabel marks the autoscaler's RoleBinding, as it does the controller's own
+// in each tenant namespace: the controller caches only RoleBindings with it.
+const AccessLabel = "knest.dev/tenant-access"
+
+// Name is the name of the autoscaler's Deployment, ServiceAccount, Role and
+// RoleBinding.
+func Name(cluster string) string { return cluster + "-autoscaler" }
+
+// Input is what the autoscaler of one tenant is rendered from.
+type Input struct {
+	Cluster, Namespace string
+	// Image is the autoscaler's image (DefaultImage when empty).
+	Image string
+	// MachineDeployments are the names of the autoscaled pools' MachineDeployments:
+	// the only ones the autoscaler may scale.
+	MachineDeployments []string
+	// KubeconfigSecret holds the tenant's admin kubeconfig (key "value").
+	KubeconfigSecret string
+	Spec             knestv1.AutoscalerSpec
+	// Labels go on every object (knest's and Cluster API's cluster labels).
+	Labels map[string]string
+}
+
+// Objects is one tenant's autoscaler.
+type Objects struct {
+	ServiceAccount *corev1.ServiceAccount
+	Role           *rbacv1.Role
+	RoleBinding    *rbacv1.RoleBinding
+	Deployment     *appsv1.Deployment
+}
+
+// List is the objects in the order a fresh apply creates them.
+func (o *Objects) List() []client.Object {
+	return []client.Object{o.ServiceAccount, o.Role, o.RoleBinding, o.Deployment}
+}
+
+// Render returns the autoscaler's objects.
+func Render(in Input) *Objects {
+	name := Name(in.Cluster)
+	meta := func() metav1.ObjectMeta {
+		labels := map[string]string{"app.kubernetes.io/name": "cluster-autoscaler", "app.kubernetes.io/part-of": "knest"}
+		for k, v := range in.Labels {
+			labels[k] = v
+		}
+		return metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels}
+	}
+	bindingMeta := meta()
+	bindingMeta.Labels[AccessLabel] = "autoscaler"
+	return &Objects{
+		ServiceAccount: &corev1.ServiceAccount{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
+			ObjectMeta: meta(),
+		},
+		Role: &rbacv1.Role{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+			ObjectMeta: meta(),
+			Rules:      rules(in.MachineDeployments),
+		},
+		RoleBinding: &rbacv1.RoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+			ObjectMeta: bindingMeta,
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: in.Namespace}},
+		},
+		Deployment: deployment(in, meta()),
+	}
+}
+
+// rules are what the clusterapi provider does in the tenant's namespace: it watches
+// Cluster API's machines and the infrastructure templates (for the capacity of a
+// pool at zero), annotates a machine it picked for removal, and scales the
+// MachineDeployment, only those of the tenant's autoscaled pools. Reads and the
+// machine annotation cannot be narrowed by name: tenants that share a namespace
+// share those (docs/autoscaling.md).
+func rules(machineDeployments []string) []rbacv1.PolicyRule {
+	read := []string{"get", "list", "watch"}
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"machinedeployments", "machinesets", "machines", "machinepools"}, Verbs: read},
+		{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"machines"}, Verbs: []string{"update", "patch"}},
+		{APIGroups: []string{clusterv1.GroupVersion.Group}, Resources: []string{"machinedeployments/scale"}, Verbs: []string{"get", "update", "patch"}, ResourceNames: machineDeployments},
+		{APIGroups: []string{capkv1.GroupVersion.Group}, Resources: []string{"kubevirtmachinetemplates"}, Verbs: read},
+	}
+}
+
+func deployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
+	image := in.Image
+	if image == "" {
+		image = DefaultImage
+	}
+	unneeded, afterAdd := DefaultScaleDownUnneededTime, DefaultScaleDownDelayAfterAdd
+	if d := in.Spec.ScaleDownUnneededTime; d != nil {
+		unneeded = d.Duration
+	}
+	if d := in.Spec.ScaleDownDelayAfterAdd; d != nil {
+		afterAdd = d.Duration
+	}
+	const kubeconfigDir = "/etc/knest/tenant"
+	selector := map[string]string{"app.kubernetes.io/name": "cluster-autoscaler", knestv1.ClusterNameLabel: in.Cluster}
+	podMeta := meta
+	podMeta.Name, podMeta.Namespace = "", ""
+	return &appsv1.Deployment{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: meta,
+		Spec: appsv1.DeploymentSpec{
+			// One at a time: two would both scale the same pools.
+			Replicas: ptr.To[int32](1),
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: podMeta,
+				Spec: corev1.PodSpec{
+					ServiceAccountName: meta.Name,
+					SecurityContext:    podsec.Pod(65532),
+					Containers: []corev1.Container{{
+						Name:  "cluster-autoscaler",
+						Image: image,
+						Args: []string{
+							"--cloud-provider=clusterapi",
+							fmt.Sprintf("--node-group-auto-discovery=clusterapi:namespace=%s,clusterName=%s", in.Namespace, in.Cluster),
+							// The tenant's API for pods and nodes; Cluster API's on the
+							// host through the pod's own service account.
+							"--kubeconfig=" + kubeconfigDir + "/value",
+							"--clusterapi-cloud-config-authoritative",
+							// One replica, and its lease would live in the tenant.
+							"--leader-elect=false",
+							// Raising minReplicas above a pool's size scales it up.
+							"--enforce-node-group-min-size",
+							"--scale-down-unneeded-time=" + unneeded.String(),
+							"--scale-down-delay-after-add=" + afterAdd.String(),
+							fmt.Sprintf("--address=:%d", HealthPort),
+							"--v=2",
+						},
+						Env: []corev1.EnvVar{{Name: "CAPI_VERSION", Value: capiVersion}},
+						Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
+						LivenessProbe: &corev1.Probe{
+							ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health-check", Port: intstr.FromString("health")}},
+							PeriodSeconds:    30,
+							FailureThreshold: 4,
+						},
+						ReadinessProbe: &corev1.Probe{
+							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health-check", Port: intstr.FromString("health")}},
+							PeriodSeconds: 10,
+						},
+						Resources:       *resources.DeepCopy(),
+						SecurityContext: podsec.Container(),
+						VolumeMounts:    []corev1.VolumeMount{{Name: "tenant-kubeconfig", MountPath: kubeconfigDir, ReadOnly: true}},
+					}},
+					Volumes: []corev1.Volume{{Name: "tenant-kubeconfig", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+						SecretName: in.KubeconfigSecret,
+						Items:      []corev1.KeyToPath{{Key: "value", Path: "value"}},
+					}}}},
+				},
+			},
+		},
+	}
+}
