@@ -183,7 +183,7 @@ func deployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
 							fmt.Sprintf("--address=:%d", HealthPort),
 							"--v=2",
 						},
-						Env: []corev1.EnvVar{{Name: "CAPI_VERSION", Value: capiVersion}},
+						Env:   []corev1.EnvVar{{Name: "CAPI_VERSION", Value: capiVersion}},
 						Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
 						LivenessProbe: &corev1.Probe{
 							ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health-check", Port: intstr.FromString("health")}},
