@@ -409,7 +409,7 @@ func leftIn(ctx context.Context, ns string) []string {
 				continue
 			}
 			for _, o := range itemsOf(l) {
-				if o.GetName() != "kube-root-ca.crt" {
+				if !everyNamespaceHas(o) {
 					left = append(left, fmt.Sprintf("%T %s", o, o.GetName()))
 				}
 			}

@@ -88,6 +88,7 @@ func TestHostedCluster(t *testing.T) {
 	t.Run("isolated from another namespace's pods", func(t *testing.T) { expectHostedIsolated(t, key) })
 	t.Run("etcd's pods and StatefulSet deleted: the tenant keeps its objects", func(t *testing.T) { expectHostedEtcdSurvives(t, key, tc) })
 	t.Run("backup, objects changed, restore: the tenant is back at the snapshot", func(t *testing.T) { expectBackupRestore(t, key, tc, 1) })
+	t.Run("an autoscaled pool grows for a pending pod and shrinks to zero when idle", func(t *testing.T) { expectPoolAutoscales(t, key, tc) })
 	// Full runs only: on this 2-core host three API servers beside etcd and the VMs
 	// starve, their readiness fails together and the API is refused for a moment
 	// (docs/e2e.md).

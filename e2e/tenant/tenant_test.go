@@ -28,6 +28,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,7 @@ import (
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 )
 
 // Timeouts are generous: under software emulation on two shared cores a control
@@ -382,7 +384,7 @@ func expectNamespaceEmpty(t *testing.T, ns string) {
 			g.Expect(s.host.List(ctx, l, client.InNamespace(ns))).To(Succeed())
 			var names []string
 			for _, o := range itemsOf(l) {
-				if o.GetName() != "kube-root-ca.crt" { // every namespace has it
+				if !everyNamespaceHas(o) {
 					names = append(names, o.GetName())
 				}
 			}
@@ -393,7 +395,8 @@ func expectNamespaceEmpty(t *testing.T, ns string) {
 
 // clusterKinds are lists of what a cluster creates in its namespace: CAPI and CAPK
 // objects, VMs, VMIs, virt-launcher pods, volume claims, Secrets, Services,
-// ConfigMaps, NetworkPolicies, and a hosted control plane's workloads.
+// ConfigMaps, NetworkPolicies, a hosted control plane's workloads, and an
+// autoscaler's Deployment, ServiceAccount and RBAC.
 func clusterKinds() []client.ObjectList {
 	return []client.ObjectList{
 		&knestv1.NestedClusterList{}, &clusterv1.ClusterList{}, &clusterv1.MachineList{},
@@ -402,7 +405,23 @@ func clusterKinds() []client.ObjectList {
 		&corev1.PodList{}, &corev1.PersistentVolumeClaimList{},
 		&corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &networkingv1.NetworkPolicyList{},
 		&hcpv1.HostedControlPlaneList{}, &appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &batchv1.JobList{},
+		&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{},
 	}
+}
+
+// everyNamespaceHas tells what is in a tenant namespace before and after any
+// cluster: Kubernetes' root CA ConfigMap and default ServiceAccount, and the
+// controller's binding of its tenant role.
+func everyNamespaceHas(o client.Object) bool {
+	switch o.(type) {
+	case *corev1.ConfigMap:
+		return o.GetName() == "kube-root-ca.crt"
+	case *corev1.ServiceAccount:
+		return o.GetName() == "default"
+	case *rbacv1.RoleBinding:
+		return o.GetName() == nestedcluster.AccessBindingName
+	}
+	return false
 }
 
 func itemsOf(l client.ObjectList) []client.Object {
