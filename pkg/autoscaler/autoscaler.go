@@ -124,7 +124,7 @@ func Render(in Input) *Objects {
 // pool at zero), annotates a machine it picked for removal, and scales the
 // MachineDeployment, only those of the tenant's autoscaled pools. Reads and the
 // machine annotation cannot be narrowed by name: tenants that share a namespace
-// share those (docs/autoscaling.md).
+// share those (docs/design/autoscaling.md).
 func rules(machineDeployments []string) []rbacv1.PolicyRule {
 	read := []string{"get", "list", "watch"}
 	return []rbacv1.PolicyRule{
