@@ -142,5 +142,6 @@ bench: testbin ## Benchmark the controller against the test bed (docs/benchmark.
 		bin/bench -out $(BENCH_REPORT) $(BENCH_FLAGS)
 include hack/providers.mk
 include hack/kubevirt.mk
+include hack/autoscaler.mk
 include hack/kind.mk
 include hack/e2e.mk

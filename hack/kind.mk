@@ -1,8 +1,8 @@
 # The host cluster the end-to-end suite and the demo run on: kind with real KubeVirt,
 # Cluster API, CAPK and knest's controller. Included from the top-level Makefile after
-# images/node-image.mk, hack/providers.mk and hack/kubevirt.mk (whose versions and paths
-# it passes on) and before hack/e2e.mk (whose targets use KIND_PREREQS, KIND_ENV and
-# kind-host-up). Everything is built here, offline: nothing is pulled from a registry
+# images/node-image.mk, hack/providers.mk, hack/kubevirt.mk and hack/autoscaler.mk
+# (whose versions and paths it passes on) and before hack/e2e.mk (whose targets use
+# KIND_PREREQS, KIND_ENV and kind-host-up). Everything is built here, offline: nothing is pulled from a registry
 # (docs/e2e.md). The scripts are in hack/kind; hack/kind/env.sh has their settings.
 
 ##@ Kind host with real KubeVirt (podman or Docker, offline)
@@ -38,7 +38,8 @@ KIND_ENV = KNEST_CACHE=$(KNEST_CACHE) GO=$(GO) KIND=$(KIND) KIND_ENGINE=$(KIND_E
 	KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) CAPI_VERSION=$(CAPI_VERSION) CAPK_VERSION=$(CAPK_VERSION) \
 	NODE_KUBE_VERSION=$(NODE_KUBE_VERSION) NODE_IMAGE_VERSIONS="$(NODE_IMAGE_VERSIONS)" NODE_IMAGES_DIR=$(NODE_IMAGES_DIR) \
 	KIND_KUBE_VERSION=$(KUBE_VERSION) KIND_NODE_DIR=$(KIND_NODE_DIR) \
-	KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBEVIRT_IMAGES_DIR=$(KUBEVIRT_IMAGES_DIR) PROVIDERS_DIR=$(PROVIDERS_DIR) PROVIDERS_INSTALL=$(PROVIDERS_INSTALL)
+	KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBEVIRT_IMAGES_DIR=$(KUBEVIRT_IMAGES_DIR) PROVIDERS_DIR=$(PROVIDERS_DIR) PROVIDERS_INSTALL=$(PROVIDERS_INSTALL) \
+	AUTOSCALER_VERSION=$(AUTOSCALER_VERSION) AUTOSCALER_DIR=$(AUTOSCALER_DIR)
 
 .PHONY: kind-tools
 kind-tools: $(KIND) ## Build kind from its module; install podman and runc unless a Docker engine answers.
@@ -72,10 +73,10 @@ kind-providers-test: testbin node-image
 
 # Everything up.sh needs, for NODE_KUBE_VERSION (make e2e-upgrade adds node-images).
 KIND_PREREQS := kind-tools kind-node-image node-image kubevirt-images providers kind-providers-test \
-	$(PROVIDERS_INSTALL)/components.yaml
+	$(PROVIDERS_INSTALL)/components.yaml autoscaler
 
 .PHONY: kind-up
-kind-up: $(KIND_PREREQS) ## Create or update the kind host cluster: KubeVirt, CAPI + CAPK, knest, node images (NODE_IMAGE_VERSIONS).
+kind-up: $(KIND_PREREQS) ## Create or update the kind host cluster: KubeVirt, CAPI + CAPK, knest, the cluster-autoscaler image, node images (NODE_IMAGE_VERSIONS).
 	$(KIND_ENV) hack/kind/up.sh
 
 .PHONY: kind-down

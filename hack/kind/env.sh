@@ -36,6 +36,9 @@ KUBEVIRT_DIR=${KUBEVIRT_DIR:-$KNEST_CACHE/kubevirt/$KUBEVIRT_VERSION}
 KUBEVIRT_IMAGES_DIR=${KUBEVIRT_IMAGES_DIR:-$KUBEVIRT_DIR/images/eth0-bridge}
 PROVIDERS_DIR=${PROVIDERS_DIR:-$KNEST_CACHE/providers/capi-$CAPI_VERSION-capk-$CAPK_VERSION}
 PROVIDERS_INSTALL=${PROVIDERS_INSTALL:-$PROVIDERS_DIR/install}
+# The cluster-autoscaler (make autoscaler), loaded as knest.local/cluster-autoscaler:$AUTOSCALER_VERSION.
+AUTOSCALER_VERSION=${AUTOSCALER_VERSION:-v1.33.0-1959f5f61f6c}
+AUTOSCALER_DIR=${AUTOSCALER_DIR:-$KNEST_CACHE/autoscaler/$AUTOSCALER_VERSION}
 # Host CPU overcommit of tenant VMs (knest controller --cpu-allocation-ratio): a
 # control plane of 2 vCPUs and two workers of 1 do not fit a 2-core host otherwise.
 KNEST_CPU_ALLOCATION_RATIO=${KNEST_CPU_ALLOCATION_RATIO:-4}

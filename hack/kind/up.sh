@@ -36,7 +36,8 @@ for v in $NODE_IMAGE_VERSIONS; do
   hosted_images+=("$NODE_IMAGES_DIR/$v/hosted-images.tar")
 done
 for f in "$KIND" "$KUBE_BIN_DIR/kubectl" "$KIND_NODE_DIR/kind-node.tar" "${node_images[@]}" \
-  "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml" "$PROVIDERS_INSTALL/components.yaml"; do
+  "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml" "$PROVIDERS_INSTALL/components.yaml" \
+  "$AUTOSCALER_DIR/cluster-autoscaler"; do
   [[ -e $f ]] || die "$f missing: run make e2e (or the target that builds it, see hack/kind.mk; make node-images for every version)"
 done
 # What hosted control planes run on this host (images/build.sh writes it beside the
@@ -111,7 +112,7 @@ for node in "${nodes[@]}"; do
     systemctl daemon-reload && systemctl enable knest-host-net.service && systemctl restart knest-host-net.service"
 done
 
-step "images: Cluster API, CAPK and knest managers"
+step "images: Cluster API, CAPK and knest managers, cluster-autoscaler $AUTOSCALER_VERSION"
 # knest's image is tagged by its binary's digest, so a rebuilt controller rolls out.
 CGO_ENABLED=0 "$GO" build -trimpath -ldflags '-s -w' -o "$tmp/knest" ./cmd/knest
 # The host's default StorageClass (below), from its module.
@@ -128,6 +129,10 @@ manager() { # ref, binary
   manager "knest.local/kubeadm-bootstrap-controller:$CAPI_VERSION" "$PROVIDERS_DIR/kubeadm-bootstrap-manager"
   manager "knest.local/kubeadm-control-plane-controller:$CAPI_VERSION" "$PROVIDERS_DIR/kubeadm-control-plane-manager"
   manager "knest.local/capk-manager:$CAPK_VERSION" "$PROVIDERS_DIR/capk-manager"
+  # What knest's controller runs for each tenant with autoscaled pools (make autoscaler;
+  # upstream's image has /cluster-autoscaler too).
+  printf '{"ref": "knest.local/cluster-autoscaler:%s", "layers": [{"files": [{"src": "%s", "dst": "/cluster-autoscaler", "mode": "0755"}]}], "entrypoint": ["/cluster-autoscaler"], "user": "65532:65532"},\n' \
+    "$AUTOSCALER_VERSION" "$AUTOSCALER_DIR/cluster-autoscaler"
   printf '{"ref": "knest.local/local-path-provisioner:%s", "layers": [{"files": [{"src": "%s", "dst": "/usr/local/bin/local-path-provisioner", "mode": "0755"}]}], "env": ["PATH=/usr/local/bin"]},\n' \
     "$localpath_version" "$tmp/local-path-provisioner"
   # What the Dockerfile builds: /knest as uid 65532 (config/manager checks runAsNonRoot).
@@ -138,7 +143,7 @@ manager() { # ref, binary
 
 # The hosted archive of the kind node's own version holds its control plane's images
 # again, built alike: same digests, so the running ones are unaffected.
-step "loading images into the node (tenant node and hosted control-plane images $NODE_IMAGE_VERSIONS, KubeVirt, managers)"
+step "loading images into the node (tenant node and hosted control-plane images $NODE_IMAGE_VERSIONS, KubeVirt, managers, cluster-autoscaler)"
 for archive in "${node_images[@]}" "${hosted_images[@]}" "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" "$tmp/components.tar"; do
   "$KIND" load image-archive "$archive" --name "$KIND_CLUSTER"
 done
