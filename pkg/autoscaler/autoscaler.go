@@ -27,7 +27,7 @@ import (
 // DefaultImage is the cluster-autoscaler built from the module the Go proxy serves,
 // k8s.io/autoscaler/cluster-autoscaler at commit 1959f5f61f6c (June 2025), with
 // only the clusterapi provider (hack/autoscaler.mk builds it).
-const DefaultImage = "knest.local/cluster-autoscaler:1959f5f61f6c"
+const DefaultImage = "knest.local/cluster-autoscaler:v1.33.0-1959f5f61f6c"
 
 // Defaults of the autoscaler's flags that spec.autoscaler sets (the upstream ones).
 const (
