@@ -20,7 +20,8 @@ func Default(nc *knestv1.NestedCluster) {
 	defaultMachine(&s.ControlPlane.MachineSpec)
 	for i := range s.Workers {
 		p := &s.Workers[i]
-		if p.Replicas == nil {
+		// Unset replicas mean 1, except in an autoscaled pool, which has none.
+		if p.Replicas == nil && p.Autoscaling == nil {
 			p.Replicas = ptr(int32(1))
 		}
 		defaultMachine(&p.MachineSpec)
