@@ -42,21 +42,6 @@ const (
 // Autoscaled reports whether the cluster-autoscaler sizes the pool.
 func Autoscaled(p knestv1.WorkerPool) bool { return p.Autoscaling != nil }
 
-// PoolReplicas is the replicas knest sets on a pool's MachineDeployment: the spec's,
-// 1 when unset, and nil for an autoscaled pool, whose replicas knest never owns (the
-// autoscaler sets them through the scale subresource). A pool that stops being
-// autoscaled gets its spec's replicas again (unset: 1), which knest's apply takes back
-// from the autoscaler.
-func PoolReplicas(p knestv1.WorkerPool) *int32 {
-	switch {
-	case Autoscaled(p):
-		return nil
-	case p.Replicas == nil:
-		return ptr(int32(1))
-	}
-	return ptr(*p.Replicas)
-}
-
 // autoscalingAnnotations are the MachineDeployment annotations of an autoscaled pool:
 // its bounds and, so the autoscaler can add a first node to an empty pool, the shape
 // of its nodes. p must be defaulted.
