@@ -525,7 +525,7 @@ func (r renderer) pool(p knestv1.WorkerPool) (Pool, error) {
 		ObjectMeta: r.meta(name, p.Name),
 		Spec: clusterv1.MachineDeploymentSpec{
 			ClusterName: r.name,
-			Replicas:    p.Replicas,
+			Replicas:    PoolReplicas(p),
 			Selector:    metav1.LabelSelector{MatchLabels: machineLabels},
 			Template: clusterv1.MachineTemplateSpec{
 				ObjectMeta: clusterv1.ObjectMeta{Labels: machineLabels},
@@ -546,6 +546,18 @@ func (r renderer) pool(p knestv1.WorkerPool) (Pool, error) {
 				},
 			},
 		},
+	}
+	if Autoscaled(p) {
+		// knest leaves replicas out, so its server-side apply neither sets nor owns
+		// them. Cluster API's defaulting webhook (v1.13
+		// internal/webhooks/machinedeployment.go, calculateMachineDeploymentReplicas)
+		// then fills them from these annotations: a new MachineDeployment starts at
+		// the min size; an existing one whose replicas an apply drops (a pool that
+		// becomes autoscaled, or knest re-applying after the webhook's value was
+		// attributed to it) keeps its count clamped into [min, max]. Once the
+		// autoscaler scales it, through the scale subresource, the field is the
+		// autoscaler's, and knest's applies leave it alone.
+		md.Annotations = autoscalingAnnotations(p)
 	}
 	if r.nc.Spec.Paused {
 		md.Spec.Paused = ptr(true)
@@ -646,9 +658,10 @@ func joinLabels(labels map[string]knestv1.LabelValue) string {
 	return strings.Join(parts, ",")
 }
 
+// replicasOf is the pool's size for its health check: the most nodes it can have.
 func replicasOf(p knestv1.WorkerPool) int32 {
-	if p.Replicas == nil {
-		return 0
+	if Autoscaled(p) {
+		return p.Autoscaling.MaxReplicas
 	}
-	return *p.Replicas
+	return *PoolReplicas(p)
 }

@@ -63,7 +63,7 @@ func (c *Client) Scale(ctx context.Context, key client.ObjectKey, req scale.Requ
 			}
 		}
 		var err error
-		if plan, err = scale.Apply(nc.Spec, req, machines); err != nil {
+		if plan, err = scale.Apply(nc.Spec, scale.WithCurrentSizes(req, nc), machines); err != nil {
 			return fmt.Errorf("cannot scale cluster %s: %w", key.Name, err)
 		}
 		if len(plan.Changes) == 0 {
@@ -118,9 +118,14 @@ func (c *Client) Scale(ctx context.Context, key client.ObjectKey, req scale.Requ
 func undoCommand(key client.ObjectKey, plan scale.Plan) string {
 	cmd := fmt.Sprintf("knest scale %s -n %s", key.Name, key.Namespace)
 	for _, ch := range plan.Changes {
-		if ch.Pool == knestv1.ControlPlanePool {
+		switch {
+		case ch.Pool == knestv1.ControlPlanePool:
 			cmd += fmt.Sprintf(" --control-plane %d", ch.From)
-		} else {
+		case ch.FromAuto != nil:
+			cmd += fmt.Sprintf(" --autoscale %s=%d:%d", ch.Pool, ch.FromAuto.MinReplicas, ch.FromAuto.MaxReplicas)
+		case ch.ToAuto != nil:
+			cmd += fmt.Sprintf(" --autoscale %s=%s --pool %s=%d", ch.Pool, scale.AutoscaleOff, ch.Pool, ch.From)
+		default:
 			cmd += fmt.Sprintf(" --pool %s=%d", ch.Pool, ch.From)
 		}
 	}

@@ -267,12 +267,9 @@ func (r *readyReporter) observe(nc *knestv1.NestedCluster) {
 		}
 		for i := range nc.Spec.Workers {
 			p := &nc.Spec.Workers[i]
-			want := int32(1)
-			if p.Replicas != nil {
-				want = *p.Replicas
-			}
+			want, known := scale.PoolWant(nc, *p)
 			got, _ := scale.PoolStatus(nc, p.Name)
-			if got.Desired == want && got.Ready == want {
+			if known && got.Desired == want && got.Ready == want {
 				r.once("pool/"+p.Name, fmt.Sprintf("%s %d/%d ready", poolTitle(p.Name), got.Ready, want))
 			}
 		}

@@ -138,6 +138,12 @@ const HeldPoolGrowMessage = "a worker pool held at an older minor than spec.vers
 	"Cluster API creates machines only at the control plane's minor (MachineSet preflight check KubeadmVersionSkew); " +
 	"let the pool catch up first (remove workers[].version: knest upgrade --release-pool)"
 
+// HeldPoolAutoscaledMessage says, as the CRD's rule does, why a pool held at another
+// minor than spec.version cannot be autoscaled.
+const HeldPoolAutoscaledMessage = "a worker pool held at an older minor than spec.version cannot be autoscaled: " +
+	"Cluster API creates machines only at the control plane's minor (MachineSet preflight check KubeadmVersionSkew), so the autoscaler could add no node; " +
+	"let the pool catch up first (remove workers[].version: knest upgrade --release-pool), or leave out its autoscaling"
+
 // NewMachinesBlocked reports whether Cluster API refuses to create machines at
 // version pool for a control plane at version cp: its MachineSet preflight check
 // KubeadmVersionSkew lets kubeadm join a node only at the control plane's minor, so

@@ -30,8 +30,12 @@ func Pending(nc *knestv1.NestedCluster) []string {
 	}
 	for i := range nc.Spec.Workers {
 		p := &nc.Spec.Workers[i]
-		want := replicas(p)
+		want, known := PoolWant(nc, *p)
 		got, ok := PoolStatus(nc, p.Name)
+		if !known {
+			out = append(out, fmt.Sprintf("pool %s: the controller has not yet reported the size the autoscaler set", p.Name))
+			continue
+		}
 		if !ok && want == 0 {
 			continue
 		}
@@ -47,6 +51,22 @@ func Pending(nc *knestv1.NestedCluster) []string {
 		out = append(out, "condition Ready is not True")
 	}
 	return out
+}
+
+// PoolWant is how many nodes pool p should have: its spec's replicas (unset: 1), or,
+// for an autoscaled pool, what the autoscaler set, as the controller reports it
+// (status.workers[].desired); known is false while the controller has not reported
+// the pool as autoscaled yet.
+func PoolWant(nc *knestv1.NestedCluster, p knestv1.WorkerPool) (want int32, known bool) {
+	if p.Autoscaling == nil {
+		return replicas(&p), true
+	}
+	for _, ps := range nc.Status.Workers {
+		if ps.Name == p.Name && ps.Autoscaling != nil {
+			return ps.Desired, true
+		}
+	}
+	return 0, false
 }
 
 // PoolStatus returns the status of the named pool.

@@ -29,11 +29,15 @@ type Request struct {
 	// RemoveNodes names the nodes to remove when their pool (or the control plane)
 	// shrinks. In CAPK a Node, its Machine and its VM share one name.
 	RemoveNodes []string
+	// Autoscale maps pool names to the autoscaling bounds they get; nil bounds turn a
+	// pool's autoscaling off (it then needs a size: Pools, Workers, or
+	// WithCurrentSizes). The name "" is the default pool.
+	Autoscale map[string]*knestv1.PoolAutoscaling
 }
 
 // Empty reports whether the request asks for nothing.
 func (r Request) Empty() bool {
-	return r.ControlPlane == nil && r.Workers == nil && len(r.Pools) == 0 && len(r.RemoveNodes) == 0
+	return r.ControlPlane == nil && r.Workers == nil && len(r.Pools) == 0 && len(r.RemoveNodes) == 0 && len(r.Autoscale) == 0
 }
 
 // Validate checks what can be checked without the cluster: the control-plane size,
@@ -55,6 +59,18 @@ func (r Request) Validate() error {
 	for _, name := range slices.Sorted(maps.Keys(r.Pools)) {
 		if err := checkPool("pool "+name, r.Pools[name]); err != nil {
 			return err
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Autoscale)) {
+		a := r.Autoscale[name]
+		if a == nil {
+			continue
+		}
+		if name == "" {
+			name = "the default pool"
+		}
+		if err := checkBounds(a); err != nil {
+			return fmt.Errorf("autoscaling of %s: %w", name, err)
 		}
 	}
 	seen := map[string]bool{}
@@ -105,11 +121,15 @@ func hasKey(m map[string]string, k string) bool {
 	return ok
 }
 
-// Change is one group whose size changes.
+// Change is one group whose size (or autoscaling) changes.
 type Change struct {
 	// Pool is the worker pool name, or knestv1.ControlPlanePool.
-	Pool     string
+	Pool string
+	// From and To are the sizes before and after, where the pool is not autoscaled.
 	From, To int32
+	// FromAuto and ToAuto are the autoscaling bounds before and after; nil where the
+	// pool is (or becomes) not autoscaled.
+	FromAuto, ToAuto *knestv1.PoolAutoscaling
 }
 
 func (c Change) String() string {
@@ -117,8 +137,17 @@ func (c Change) String() string {
 	if c.Pool == knestv1.ControlPlanePool {
 		what = "control plane"
 	}
-	return fmt.Sprintf("%s %d -> %d", what, c.From, c.To)
+	size := func(n int32, a *knestv1.PoolAutoscaling) string {
+		if a != nil {
+			return Bounds(a)
+		}
+		return strconv.Itoa(int(n))
+	}
+	return fmt.Sprintf("%s %s -> %s", what, size(c.From, c.FromAuto), size(c.To, c.ToAuto))
 }
+
+// resizes reports whether the change is a plain change of size.
+func (c Change) resizes() bool { return c.FromAuto == nil && c.ToAuto == nil }
 
 // Plan is the outcome of a request.
 type Plan struct {
@@ -155,11 +184,36 @@ func Apply(spec knestv1.NestedClusterSpec, req Request, machines []Machine) (Pla
 	if err != nil {
 		return Plan{}, err
 	}
+	names := make([]string, 0, len(out.Workers))
+	for _, p := range out.Workers {
+		names = append(names, p.Name)
+	}
+	autoscale, err := autoscaleNames(names, req)
+	if err != nil {
+		return Plan{}, err
+	}
 	for i := range out.Workers {
 		p := &out.Workers[i]
 		n, ok := sizes[p.Name]
+		if bounds, asked := autoscale[p.Name]; asked {
+			var size *int32
+			if ok {
+				size = &n
+			}
+			ch, err := applyAutoscale(p, bounds, size, out.Version)
+			if err != nil {
+				return Plan{}, err
+			}
+			if ch != nil {
+				plan.Changes = append(plan.Changes, *ch)
+			}
+			continue
+		}
 		if !ok {
 			continue
+		}
+		if p.Autoscaling != nil {
+			return Plan{}, autoscaledPoolError(p.Name, p.Autoscaling)
 		}
 		from := replicas(p)
 		if n > from && p.Version != "" && kubever.NewMachinesBlocked(p.Version, out.Version) {
@@ -249,7 +303,7 @@ func nodesToRemove(nodes []string, changes []Change, machines []Machine) ([]stri
 	}
 	shrink := map[string]int32{}
 	for _, c := range changes {
-		if c.To < c.From {
+		if c.resizes() && c.To < c.From {
 			shrink[c.Pool] = c.From - c.To
 		}
 	}

@@ -77,6 +77,9 @@ const (
 	storageClassMessage = "rootDisk.storageClassName must be a storage class name: a DNS subdomain of at most 253 lower-case letters, digits, '-' and '.', e.g. fast-ssd"
 	deviceNameMessage   = "deviceName must be an extended resource name as the kubelet takes it: a DNS-name prefix of at most 244 characters (not kubernetes.io), '/', then at most 63 letters, digits, '-', '_' or '.', e.g. nvidia.com/GA102GL_A10"
 	kernelPathMessage   = "kernelBoot paths must be absolute paths to a file in the image without '.', '..' or '//' (KubeVirt refuses others), e.g. /boot/vmlinuz"
+	// AutoscaledReplicasMessage refuses replicas on an autoscaled pool.
+	AutoscaledReplicasMessage = "an autoscaled pool takes no replicas: the autoscaler sizes it between autoscaling.minReplicas and maxReplicas; leave replicas out"
+	autoscalingOrderMessage   = "autoscaling.minReplicas must be at most autoscaling.maxReplicas, e.g. 0 and 3"
 )
 
 // Messages for quantities that do not parse, shared with the CRD's rules and the
@@ -365,6 +368,7 @@ func workers(pools []knestv1.WorkerPool, path *field.Path) field.ErrorList {
 		if r := p.Replicas; r != nil && (*r < 0 || *r > MaxPoolReplicas) {
 			errs = append(errs, field.Invalid(pp.Child("replicas"), *r, fmt.Sprintf("must be from 0 to %d", MaxPoolReplicas)))
 		}
+		errs = append(errs, autoscaling(p, pp)...)
 		if p.Version != "" {
 			errs = append(errs, Version(p.Version, pp.Child("version"))...)
 		}
@@ -376,6 +380,30 @@ func workers(pools []knestv1.WorkerPool, path *field.Path) field.ErrorList {
 		errs = append(errs, taints(p.Taints, pp.Child("taints"))...)
 		errs = append(errs, devices(p.GPUs, pp.Child("gpus"))...)
 		errs = append(errs, devices(p.HostDevices, pp.Child("hostDevices"))...)
+	}
+	return errs
+}
+
+// autoscaling checks an autoscaled pool's bounds as the CRD does, and that it has no
+// replicas of its own.
+func autoscaling(p *knestv1.WorkerPool, path *field.Path) field.ErrorList {
+	a := p.Autoscaling
+	if a == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if p.Replicas != nil {
+		errs = append(errs, field.Invalid(path.Child("replicas"), *p.Replicas, AutoscaledReplicasMessage))
+	}
+	ap := path.Child("autoscaling")
+	if a.MinReplicas < 0 || a.MinReplicas > MaxPoolReplicas {
+		errs = append(errs, field.Invalid(ap.Child("minReplicas"), a.MinReplicas, fmt.Sprintf("must be from 0 to %d", MaxPoolReplicas)))
+	}
+	if a.MaxReplicas < 1 || a.MaxReplicas > MaxPoolReplicas {
+		errs = append(errs, field.Invalid(ap.Child("maxReplicas"), a.MaxReplicas, fmt.Sprintf("must be from 1 to %d: an autoscaled pool can have at least one node", MaxPoolReplicas)))
+	}
+	if a.MinReplicas > a.MaxReplicas {
+		errs = append(errs, field.Invalid(ap, fmt.Sprintf("%d-%d", a.MinReplicas, a.MaxReplicas), autoscalingOrderMessage))
 	}
 	return errs
 }
@@ -393,7 +421,8 @@ func Version(v string, path *field.Path) field.ErrorList {
 }
 
 // poolSkew checks, as the CRD does, that no pool is held newer than spec.version or
-// further behind it than kubelet's skew policy allows.
+// further behind it than kubelet's skew policy allows, and that no pool held at
+// another minor is autoscaled.
 func poolSkew(s *knestv1.NestedClusterSpec, path *field.Path) field.ErrorList {
 	cp, err := kubever.Parse(s.Version)
 	if err != nil {
@@ -407,6 +436,9 @@ func poolSkew(s *knestv1.NestedClusterSpec, path *field.Path) field.ErrorList {
 		}
 		if err := kubever.CheckPoolSkew(pv, cp); err != nil {
 			errs = append(errs, field.Invalid(path.Index(i).Child("version"), p.Version, err.Error()))
+		}
+		if p.Autoscaling != nil && kubever.NewMachinesBlocked(p.Version, s.Version) {
+			errs = append(errs, field.Invalid(path.Index(i).Child("autoscaling"), "{...}", kubever.HeldPoolAutoscaledMessage))
 		}
 	}
 	return errs

@@ -38,9 +38,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		}
 		return err
 	}
-	// Fill in what the API server's defaults leave out (a pool's replicas).
-	desired := s.nc.DeepCopy()
-	cluster.Default(desired)
+	desired := s.nc
 	held, err := r.heldVersion(ctx, s.nc)
 	if err != nil {
 		s.applyErr = err
@@ -49,6 +47,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	if held != "" {
 		// Render everything else from the spec, at the version still rolling out.
 		s.heldVersion = held
+		desired = s.nc.DeepCopy()
 		desired.Spec.Version = held
 	}
 	graph, err := cluster.Render(desired, r.Render)

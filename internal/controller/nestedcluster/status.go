@@ -49,7 +49,16 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 	st.Workers = nil
 	var workers knestv1.ReplicaStatus
 	for _, p := range nc.Spec.Workers {
-		ps := knestv1.PoolStatus{Name: p.Name, ReplicaStatus: knestv1.ReplicaStatus{Desired: ptr.Deref(p.Replicas, 1)}}
+		ps := knestv1.PoolStatus{Name: p.Name}
+		if cluster.Autoscaled(p) {
+			// The autoscaler's choice, which it writes to the MachineDeployment.
+			ps.Autoscaling = p.Autoscaling.DeepCopy()
+			if md := s.pools[p.Name]; md != nil {
+				ps.Desired = ptr.Deref(md.Spec.Replicas, 0)
+			}
+		} else {
+			ps.Desired = *cluster.PoolReplicas(p)
+		}
 		if md := s.pools[p.Name]; md != nil {
 			ps.Ready = ptr.Deref(md.Status.ReadyReplicas, 0)
 			ps.Current = ptr.Deref(md.Status.Replicas, 0)
@@ -256,12 +265,14 @@ func setWorkersScalableCondition(nc *knestv1.NestedCluster) {
 // poolShortfall says what keeps a pool from where its spec wants it, or returns an
 // empty reason. A pool is there when Cluster API has observed the MachineDeployment
 // knest renders now (want; nil when unknown) and all its machines exist, are up to
-// date and ready, with none to spare: not mid-surge, not mid-scale-down.
+// date and ready, with none to spare: not mid-surge, not mid-scale-down. An
+// autoscaled pool's MachineDeployment has no replicas knest wants (want's are nil):
+// its desired count is the autoscaler's (p.Desired).
 func poolShortfall(p knestv1.PoolStatus, want, md *clusterv1.MachineDeployment) (reason, msg string) {
 	switch {
 	case md == nil || md.Generation == 0:
 		return knestv1.NodesNotReadyReason, fmt.Sprintf("%d/%d", p.Ready, p.Desired)
-	case md.Status.ObservedGeneration < md.Generation || want != nil && (ptr.Deref(md.Spec.Replicas, 0) != ptr.Deref(want.Spec.Replicas, 0) ||
+	case md.Status.ObservedGeneration < md.Generation || want != nil && (want.Spec.Replicas != nil && ptr.Deref(md.Spec.Replicas, 0) != *want.Spec.Replicas ||
 		md.Spec.Template.Spec.InfrastructureRef.Name != want.Spec.Template.Spec.InfrastructureRef.Name ||
 		md.Spec.Template.Spec.Bootstrap.ConfigRef.Name != want.Spec.Template.Spec.Bootstrap.ConfigRef.Name ||
 		md.Spec.Template.Spec.Version != want.Spec.Template.Spec.Version):

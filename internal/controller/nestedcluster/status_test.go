@@ -460,3 +460,52 @@ func TestSummarizeHeldPool(t *testing.T) {
 	g.Expect(conditions.Get(nc, knestv1.WorkersScalableCondition)).To(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", knestv1.ScalableReason)))
 	g.Expect(nc.Status.Workers[1].NewMachinesBlocked).To(BeEmpty())
 }
+
+func TestSummarizeAutoscaledPool(t *testing.T) {
+	g := NewWithT(t)
+	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+	nc.Spec.Workers = []knestv1.WorkerPool{
+		// Unset replicas, as the CRD no longer defaults them: 1.
+		{Name: "workers"},
+		{Name: "burst", Autoscaling: &knestv1.PoolAutoscaling{MinReplicas: 0, MaxReplicas: 5}},
+	}
+	graph, err := cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	s := &scope{graph: graph, pools: map[string]*clusterv1.MachineDeployment{}}
+	observed := func(name string, replicas, ready int32) {
+		var md *clusterv1.MachineDeployment
+		for _, p := range graph.Pools {
+			if p.Name == name {
+				md = p.MachineDeployment.DeepCopy()
+			}
+		}
+		md.Generation, md.Status.ObservedGeneration = 1, 1
+		// What the autoscaler (or Cluster API's defaulting) wrote.
+		md.Spec.Replicas = ptr.To(replicas)
+		md.Status.Replicas, md.Status.ReadyReplicas, md.Status.UpToDateReplicas = ptr.To(replicas), ptr.To(ready), ptr.To(replicas)
+		s.pools[name] = md
+	}
+	observed("workers", 1, 1)
+	observed("burst", 3, 3)
+	summarize(nc, s)
+
+	g.Expect(nc.Status.Workers[0].Desired).To(BeEquivalentTo(1), "unset replicas mean 1")
+	g.Expect(nc.Status.Workers[0].Autoscaling).To(BeNil())
+	g.Expect(nc.Status.Workers[1].Desired).To(BeEquivalentTo(3), "an autoscaled pool wants what the autoscaler set")
+	g.Expect(nc.Status.Workers[1].Autoscaling).To(Equal(&knestv1.PoolAutoscaling{MinReplicas: 0, MaxReplicas: 5}))
+	g.Expect(nc.Status.WorkersReady).To(Equal("4/4"))
+	g.Expect(conditions.Get(nc, knestv1.WorkersReadyCondition)).To(HaveField("Status", metav1.ConditionTrue),
+		"the autoscaler's replicas are no change knest waits for")
+
+	// The autoscaler adds a node: the pool waits for it, as for any scale-up.
+	observed("burst", 4, 3)
+	summarize(nc, s)
+	g.Expect(nc.Status.Workers[1].Desired).To(BeEquivalentTo(4))
+	g.Expect(conditions.GetMessage(nc, knestv1.WorkersReadyCondition)).To(Equal("Worker pools not ready: burst 3/4"))
+
+	// Scaled to zero (min 0): an empty pool is where it should be.
+	observed("burst", 0, 0)
+	summarize(nc, s)
+	g.Expect(nc.Status.Workers[1].Desired).To(BeZero())
+	g.Expect(conditions.Get(nc, knestv1.WorkersReadyCondition)).To(HaveField("Status", metav1.ConditionTrue))
+}

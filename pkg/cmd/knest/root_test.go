@@ -24,7 +24,7 @@ func TestFlagsCheckedBeforeTheCluster(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"scale", "demo"}, "nothing to scale: set --control-plane, --workers or --pool NAME=COUNT"},
+		{[]string{"scale", "demo"}, "nothing to scale: set --control-plane, --workers, --pool NAME=COUNT or --autoscale POOL=MIN:MAX"},
 		{[]string{"scale"}, "accepts 1 arg(s), received 0"},
 		{[]string{"scale", "demo", "--control-plane", "4"}, "the control plane cannot have 4 nodes: it needs 1, 3, 5 or 7, because an even number of etcd members tolerates no more failures than 3"},
 		{[]string{"scale", "demo", "--control-plane", "0"}, "the control plane cannot be scaled to 0 nodes"},

@@ -190,6 +190,38 @@ var Cases = []Case{
 	{Name: "pool held four minors back", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.35.4"; nc.Spec.Workers[0].Version = "v1.31.9" }, Field: "spec.workers[0].version", Message: kubever.PoolSkewMessage, Shared: true},
 	{Name: "pool newer than the control plane", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.34.4"; nc.Spec.Workers[0].Version = "v1.34.5" }, Field: "spec.workers[0].version", Message: kubever.PoolSkewMessage, Shared: true},
 	{Name: "pool version out of range", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Version = "v1.29.9" }, Field: "spec.workers[0].version", Message: "from 30 to 36", Shared: true},
+	// Autoscaled pools: bounds instead of replicas, never held at another minor.
+	{Name: "autoscaled pool", Mutate: autoscaled(0, 3)},
+	{Name: "autoscaled pool of fixed size", Mutate: autoscaled(2, 2)},
+	{Name: "autoscaled pool of the most nodes", Mutate: autoscaled(200, 200)},
+	{Name: "autoscaled pool with replicas", Mutate: func(nc *knestv1.NestedCluster) {
+		autoscaled(1, 3)(nc)
+		nc.Spec.Workers[0].Replicas = ptr.To[int32](2)
+	}, Field: "spec.workers[0]", Message: "an autoscaled pool takes no replicas", Shared: true},
+	{Name: "autoscaled pool with replicas 0", Mutate: func(nc *knestv1.NestedCluster) {
+		autoscaled(0, 3)(nc)
+		nc.Spec.Workers[0].Replicas = ptr.To[int32](0)
+	}, Field: "spec.workers[0]", Message: "an autoscaled pool takes no replicas", Shared: true},
+	{Name: "autoscaling minimum above maximum", Mutate: autoscaled(3, 2),
+		Field: "spec.workers[0].autoscaling", Message: "autoscaling.minReplicas must be at most autoscaling.maxReplicas", Shared: true},
+	{Name: "autoscaling maximum of 0", Mutate: autoscaled(0, 0), Field: "spec.workers[0].autoscaling.maxReplicas", Message: "from 1 to 200"},
+	{Name: "autoscaling maximum of 201", Mutate: autoscaled(0, 201), Field: "spec.workers[0].autoscaling.maxReplicas", Message: "from 1 to 200"},
+	{Name: "autoscaling minimum below 0", Mutate: autoscaled(-1, 2), Field: "spec.workers[0].autoscaling.minReplicas", Message: "from 0 to 200"},
+	{Name: "autoscaled pool held a minor back", Mutate: func(nc *knestv1.NestedCluster) {
+		autoscaled(0, 3)(nc)
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = "v1.34.4"
+	}, Field: "spec.workers[0].autoscaling", Message: kubever.HeldPoolAutoscaledMessage, Shared: true},
+	{Name: "autoscaled pool held at an older patch", Mutate: func(nc *knestv1.NestedCluster) {
+		autoscaled(0, 3)(nc)
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = "v1.35.3"
+	}},
+	{Name: "autoscaled pool beside a held one", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = "v1.34.4"
+		nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "burst", Autoscaling: &knestv1.PoolAutoscaling{MinReplicas: 0, MaxReplicas: 5}})
+	}},
 	{Name: "two control-plane nodes", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Replicas = 2 }, Field: "spec.controlPlane.replicas", Message: "1, 3, 5 or 7"},
 	{Name: "nine control-plane nodes", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Replicas = 9 }, Field: "spec.controlPlane.replicas", Message: "1, 3, 5 or 7"},
 	{Name: "control plane with one CPU", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.CPU = 1 }, Field: "spec.controlPlane.cpu", Message: "at least 2"},
@@ -468,6 +500,26 @@ var UpdateCases = []UpdateCase{
 		heldPool(2)(nc)
 		nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "gpu", Replicas: ptr.To[int32](1), Version: "v1.34.4"})
 	}, Field: "spec.workers[1].replicas", Message: kubever.HeldPoolGrowMessage},
+	{Name: "pool becomes autoscaled", Old: version("v1.35.4"), New: autoscaled(1, 4)},
+	{Name: "autoscaled pool takes replicas again", Old: autoscaled(1, 4), New: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].Autoscaling = nil
+		nc.Spec.Workers[0].Replicas = ptr.To[int32](3)
+	}},
+	{Name: "autoscaled pool held by the upgrade", Old: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.34.4"
+		autoscaled(0, 3)(nc)
+	}, New: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Version = "v1.35.4"
+		nc.Spec.Workers[0].Version = "v1.34.4"
+	}, Field: "spec.workers[0].autoscaling", Message: kubever.HeldPoolAutoscaledMessage},
+}
+
+// autoscaled makes pool workers autoscaled between lo and hi, without replicas.
+func autoscaled(lo, hi int32) func(*knestv1.NestedCluster) {
+	return func(nc *knestv1.NestedCluster) {
+		nc.Spec.Workers[0].Replicas = nil
+		nc.Spec.Workers[0].Autoscaling = &knestv1.PoolAutoscaling{MinReplicas: lo, MaxReplicas: hi}
+	}
 }
 
 // heldPool holds pool workers at v1.34.4 with n replicas under spec.version v1.35.4.

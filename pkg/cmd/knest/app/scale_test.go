@@ -114,7 +114,9 @@ func TestScaleRefusesWhatTheRulesForbid(t *testing.T) {
 		{[]string{"--workers", "1", "--remove-node", "demo-workers-aaaaa", "--remove-node", "demo-workers-bbbbb"}, "2 nodes of pool workers are named for removal but it shrinks by only 1"},
 		{[]string{"--workers", "1", "--remove-node", "nope"}, "node nope is not a node of this cluster; its nodes are demo-gpu-ccccc, demo-workers-aaaaa, demo-workers-bbbbb"},
 		{[]string{"--remove-node", "demo-workers-aaaaa"}, "--remove-node needs the size its pool shrinks to"},
-		{[]string{}, "nothing to scale: set --control-plane, --workers or --pool NAME=COUNT"},
+		{[]string{}, "nothing to scale: set --control-plane, --workers, --pool NAME=COUNT or --autoscale POOL=MIN:MAX"},
+		{[]string{"--autoscale", "gpu=2:1"}, "--autoscale: autoscale \"gpu=2:1\": the minimum (2) must be at most the maximum (1)"},
+		{[]string{"--autoscale", "tpu=0:2"}, `the cluster has no worker pool "tpu"; its pools are workers, gpu`},
 		{[]string{"--pool", "gpu"}, `pool "gpu" must look like NAME=COUNT`},
 		{[]string{"--workers", "-1"}, "the default pool cannot have -1 nodes"},
 		{[]string{"--workers", "2", "--timeout", "-1s"}, "--timeout must be positive"},
@@ -201,4 +203,50 @@ func TestScaleRefusesToGrowAHeldPool(t *testing.T) {
 	g.Expect(sizes(getCluster(g, t.Context(), ns, "demo"))["gpu"]).To(Equal(int32(1)))
 	g.Expect(knest(t, "", "upgrade", "demo", "-n", ns, "--version", "v1.35.4", "--release-pool", "gpu", "--wait=false").err).To(Succeed())
 	g.Expect(knest(t, "", "scale", "demo", "-n", ns, "--wait=false", "--pool", "gpu=3").err).To(Succeed(), "a released pool grows")
+}
+
+func TestScaleAutoscaledPool(t *testing.T) {
+	g := NewWithT(t)
+	ns := newNamespace(t)
+	r := knest(t, "", "create", "demo", "-n", ns, "--wait=false", "--workers", "2", "--autoscale", "gpu=0:4")
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	nc := getCluster(g, t.Context(), ns, "demo")
+	g.Expect(nc.Spec.Workers[1]).To(And(HaveField("Replicas", BeNil()), HaveField("Autoscaling", Equal(&knestv1.PoolAutoscaling{MinReplicas: 0, MaxReplicas: 4}))),
+		"the API server keeps an autoscaled pool without replicas")
+
+	// Its size is the autoscaler's: refused, saying what to do instead.
+	r = knest(t, "", "scale", "demo", "-n", ns, "--wait=false", "--pool", "gpu=3")
+	g.Expect(r.err).To(MatchError(ContainSubstring("pool gpu is autoscaled (0 to 4 nodes): the autoscaler sets its size; change its bounds with --autoscale gpu=MIN:MAX, " +
+		"or turn autoscaling off and size it yourself with --autoscale gpu=off --pool gpu=N")))
+	g.Expect(getCluster(g, t.Context(), ns, "demo").Generation).To(Equal(nc.Generation))
+
+	// New bounds.
+	r = knest(t, "", "scale", "demo", "-n", ns, "--wait=false", "--autoscale", "gpu=1:6")
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	g.Expect(r.stderr).To(ContainSubstring("✓ cluster demo scaling: pool gpu auto 0-4 -> auto 1-6"))
+	g.Expect(getCluster(g, t.Context(), ns, "demo").Spec.Workers[1].Autoscaling).To(Equal(&knestv1.PoolAutoscaling{MinReplicas: 1, MaxReplicas: 6}))
+
+	// Off: the pool keeps the size the autoscaler last set, as the controller reports it.
+	nc = getCluster(g, t.Context(), ns, "demo")
+	nc.Status.Workers = []knestv1.PoolStatus{
+		{Name: "workers", ReplicaStatus: knestv1.ReplicaStatus{Desired: 2}},
+		{Name: "gpu", Autoscaling: &knestv1.PoolAutoscaling{MinReplicas: 1, MaxReplicas: 6}, ReplicaStatus: knestv1.ReplicaStatus{Desired: 3, Ready: 3, Current: 3}},
+	}
+	g.Expect(env.Client.Status().Update(t.Context(), nc)).To(Succeed())
+	r = knest(t, "", "scale", "demo", "-n", ns, "--wait=false", "--autoscale", "gpu=off")
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	g.Expect(r.stderr).To(ContainSubstring("✓ cluster demo scaling: pool gpu auto 1-6 -> 3"))
+	nc = getCluster(g, t.Context(), ns, "demo")
+	g.Expect(nc.Spec.Workers[1].Autoscaling).To(BeNil())
+	g.Expect(nc.Spec.Workers[1].Replicas).To(HaveValue(BeEquivalentTo(3)))
+
+	// The default pool, by a bare MIN:MAX, and back with a size of its own.
+	r = knest(t, "", "scale", "demo", "-n", ns, "--wait=false", "--autoscale", "1:3")
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	g.Expect(r.stderr).To(ContainSubstring("pool workers 2 -> auto 1-3"))
+	r = knest(t, "", "scale", "demo", "-n", ns, "--wait=false", "--workers", "2")
+	g.Expect(r.err).To(MatchError(ContainSubstring("pool workers is autoscaled (1 to 3 nodes)")))
+	r = knest(t, "", "scale", "demo", "-n", ns, "--wait=false", "--autoscale", "workers=off", "--workers", "5")
+	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
+	g.Expect(getCluster(g, t.Context(), ns, "demo").Spec.Workers[0].Replicas).To(HaveValue(BeEquivalentTo(5)))
 }

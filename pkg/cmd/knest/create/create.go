@@ -32,6 +32,7 @@ type flagpole struct {
 	WorkerCPU          int32
 	WorkerMemory       string
 	Pools              []string
+	Autoscale          []string
 	Image              string
 	RootDisk           string
 	DiskSize           string
@@ -73,6 +74,10 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
   # three control-plane nodes, a GPU pool that starts empty
   knest create ml --control-plane 3 --workers 2 --pool gpu=0
 
+  # workers the tenant's cluster-autoscaler sizes from 1 to 5 nodes, and a GPU pool
+  # it adds nodes to (from none) when pods ask for them
+  knest create ml --autoscale 1:5 --autoscale gpu=0:4
+
   # show the NestedCluster and every Cluster API object it becomes, without a cluster
   knest create demo --dry-run -o yaml --show-graph
 
@@ -94,6 +99,7 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fs.Int32Var(&flags.WorkerCPU, "worker-cpu", 0, "vCPUs per worker node (default 2)")
 	fs.StringVar(&flags.WorkerMemory, "worker-memory", "", "memory per worker node, at least 1Gi (default 4Gi)")
 	fs.StringArrayVar(&flags.Pools, "pool", nil, "add a worker pool NAME=COUNT (repeatable); without --workers, only these pools are created")
+	fs.StringArrayVar(&flags.Autoscale, "autoscale", nil, "let the tenant's cluster-autoscaler size a pool between MIN and MAX nodes: POOL=MIN:MAX adds the pool (as --pool does), MIN:MAX alone is the default pool (repeatable)")
 	fs.StringVar(&flags.Image, "image", "", "node image (containerDisk) for every node (default the controller's image for the version)")
 	fs.StringVar(&flags.RootDisk, "root-disk", "", "root disk of every node: containerdisk (ephemeral) or datavolume (persistent, needs --disk-size) (default containerdisk)")
 	fs.StringVar(&flags.DiskSize, "disk-size", "", "size of a datavolume root disk, e.g. 20Gi")

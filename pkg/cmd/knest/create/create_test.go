@@ -108,6 +108,13 @@ func TestCreateRejectsInvalidInput(t *testing.T) {
 			want: `failed to read a NestedCluster from stdin: spec.workers[0].memory: Invalid value: "4GB": ` + validation.MemoryQuantityMessage},
 		{name: "bad namespace", args: []string{"demo", "-n", "Team_A"}, want: `--namespace "Team_A": a namespace name is a DNS label`},
 		{name: "unknown flag", args: []string{"demo", "--worker", "3"}, want: "unknown flag: --worker\nRun 'knest create --help' for usage"},
+		{name: "autoscale without bounds", args: []string{"demo", "--autoscale", "gpu=4"}, want: `--autoscale: autoscale "gpu=4": the bounds must be MIN:MAX, e.g. 0:4, or off`},
+		{name: "autoscale min above max", args: []string{"demo", "--autoscale", "3:2"}, want: "the minimum (3) must be at most the maximum (2)"},
+		{name: "autoscale off", args: []string{"demo", "--autoscale", "gpu=off"}, want: "--autoscale gpu=off: a new pool is autoscaled only when --autoscale gives its bounds, e.g. gpu=0:4; leave it out"},
+		{name: "autoscale and workers", args: []string{"demo", "--workers", "2", "--autoscale", "1:3"}, want: "--workers sizes the pool workers and --autoscale 1:3 lets the autoscaler size it; use one of them"},
+		{name: "autoscale and pool", args: []string{"demo", "--pool", "gpu=1", "--autoscale", "gpu=0:3"}, want: "--pool gpu=... sizes the pool gpu and --autoscale gpu=0:3 lets the autoscaler size it; use one of them"},
+		{name: "autoscale twice", args: []string{"demo", "--autoscale", "1:3", "--autoscale", "workers=1:4"}, want: "pool workers's autoscaling is given twice"},
+		{name: "autoscale above the most", args: []string{"demo", "--autoscale", "gpu=0:500"}, want: "the maximum must be from 1 to 200"},
 	}
 	g := NewWithT(t)
 	g.Expect(len(tests)).To(BeNumerically(">=", 15))
@@ -179,6 +186,28 @@ func TestCreateOnlyPools(t *testing.T) {
 	nc := &knestv1.NestedCluster{}
 	g.Expect(json.Unmarshal([]byte(stdout), nc)).To(Succeed())
 	g.Expect(nc.Spec.Workers).To(HaveLen(1), "--pool without --workers creates only the named pools")
+	g.Expect(nc.Spec.Workers[0].Name).To(Equal("gpu"))
+}
+
+func TestCreateAutoscaledPools(t *testing.T) {
+	g := NewWithT(t)
+	stdout, _, err := run(t, "", "create", "ml", "--dry-run", "-o", "json", "--autoscale", "1:5", "--pool", "cpu=2", "--autoscale", "gpu=0:4")
+	g.Expect(err).NotTo(HaveOccurred())
+	nc := &knestv1.NestedCluster{}
+	g.Expect(json.Unmarshal([]byte(stdout), nc)).To(Succeed())
+	g.Expect(nc.Spec.Workers).To(HaveLen(3))
+	g.Expect(nc.Spec.Workers[0]).To(And(HaveField("Name", "workers"), HaveField("Replicas", BeNil()),
+		HaveField("Autoscaling", Equal(&knestv1.PoolAutoscaling{MinReplicas: 1, MaxReplicas: 5}))))
+	g.Expect(nc.Spec.Workers[1]).To(And(HaveField("Name", "cpu"), HaveField("Replicas", HaveValue(BeEquivalentTo(2))), HaveField("Autoscaling", BeNil())))
+	g.Expect(nc.Spec.Workers[2]).To(And(HaveField("Name", "gpu"), HaveField("Replicas", BeNil()),
+		HaveField("Autoscaling", Equal(&knestv1.PoolAutoscaling{MinReplicas: 0, MaxReplicas: 4}))))
+
+	// Only another pool autoscaled: as with --pool, no default pool.
+	stdout, _, err = run(t, "", "create", "ml", "--dry-run", "-o", "json", "--autoscale", "gpu=0:4")
+	g.Expect(err).NotTo(HaveOccurred())
+	nc = &knestv1.NestedCluster{}
+	g.Expect(json.Unmarshal([]byte(stdout), nc)).To(Succeed())
+	g.Expect(nc.Spec.Workers).To(HaveLen(1))
 	g.Expect(nc.Spec.Workers[0].Name).To(Equal("gpu"))
 }
 

@@ -172,8 +172,14 @@ func fromFlags(cmd *cobra.Command, flags *flagpole, args []string) (*knestv1.Nes
 	if flags.Workers < 0 {
 		return nil, fmt.Errorf("--workers %d: a pool has from 0 to %d nodes", flags.Workers, validation.MaxPoolReplicas)
 	}
-	// --workers makes the default pool unless only --pool was given.
-	if changed("workers") || len(flags.Pools) == 0 {
+	autoscale, autoscaled, err := autoscaleFlag(changed("workers"), flags.Autoscale, pools)
+	if err != nil {
+		return nil, err
+	}
+	// --workers makes the default pool unless only --pool or --autoscale of other
+	// pools were given.
+	_, defaultAutoscaled := autoscale[knestv1.DefaultPoolName]
+	if changed("workers") || defaultAutoscaled || len(flags.Pools) == 0 && len(autoscale) == 0 {
 		if _, dup := pools[knestv1.DefaultPoolName]; dup {
 			return nil, fmt.Errorf("--workers and --pool %s=... both size the pool %s; use one of them", knestv1.DefaultPoolName, knestv1.DefaultPoolName)
 		}
@@ -182,6 +188,16 @@ func fromFlags(cmd *cobra.Command, flags *flagpole, args []string) (*knestv1.Nes
 	for _, name := range flags.Pools {
 		name, _, _ = strings.Cut(name, "=")
 		s.Workers = append(s.Workers, pool(name, pools[name], machine))
+	}
+	for _, name := range autoscaled {
+		if name != knestv1.DefaultPoolName {
+			s.Workers = append(s.Workers, pool(name, 0, machine))
+		}
+	}
+	for i := range s.Workers {
+		if a, ok := autoscale[s.Workers[i].Name]; ok {
+			s.Workers[i].Replicas, s.Workers[i].Autoscaling = nil, a
+		}
 	}
 
 	s.Network = knestv1.NetworkSpec{PodCIDR: flags.PodCIDR, ServiceCIDR: flags.ServiceCIDR, DNSDomain: flags.DNSDomain}
@@ -199,6 +215,41 @@ func fromFlags(cmd *cobra.Command, flags *flagpole, args []string) (*knestv1.Nes
 		}
 	}
 	return nc, nil
+}
+
+// autoscaleFlag parses --autoscale for a new cluster: bounds by pool name (a bare
+// MIN:MAX is the default pool's), and the pools in the order the flags name them. A
+// pool gets either a size (--workers, --pool) or bounds, and a new pool has no
+// autoscaling to turn off.
+func autoscaleFlag(workersSet bool, values []string, sized map[string]int32) (map[string]*knestv1.PoolAutoscaling, []string, error) {
+	parsed, err := scale.ParseAutoscale(values)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--autoscale: %w", err)
+	}
+	out := map[string]*knestv1.PoolAutoscaling{}
+	var order []string
+	for _, v := range values {
+		name, _, named := strings.Cut(v, "=")
+		key := name
+		if !named {
+			key, name = "", knestv1.DefaultPoolName
+		}
+		a := parsed[key]
+		switch {
+		case a == nil:
+			return nil, nil, fmt.Errorf("--autoscale %s: a new pool is autoscaled only when --autoscale gives its bounds, e.g. %s=0:4; leave it out", v, name)
+		case out[name] != nil:
+			return nil, nil, fmt.Errorf("--autoscale: pool %s's autoscaling is given twice", name)
+		case name == knestv1.DefaultPoolName && workersSet:
+			return nil, nil, fmt.Errorf("--workers sizes the pool %s and --autoscale %s lets the autoscaler size it; use one of them", name, v)
+		}
+		if _, both := sized[name]; both {
+			return nil, nil, fmt.Errorf("--pool %s=... sizes the pool %s and --autoscale %s lets the autoscaler size it; use one of them (--autoscale adds the pool too)", name, name, v)
+		}
+		out[name] = a
+		order = append(order, name)
+	}
+	return out, order, nil
 }
 
 func pool(name string, replicas int32, m knestv1.MachineSpec) knestv1.WorkerPool {
@@ -294,6 +345,7 @@ func flagFor(path string) string {
 		for _, suffix := range []struct{ field, flag string }{
 			{".cpu", "--worker-cpu"}, {".memory", "--worker-memory"}, {".image", "--image"},
 			{".rootDisk", "--root-disk/--disk-size"}, {".replicas", "--workers/--pool"}, {".name", "--pool"},
+			{".autoscaling", "--autoscale"},
 		} {
 			if strings.Contains(path, "]"+suffix.field) {
 				return suffix.flag

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,16 +51,12 @@ func Describe(w io.Writer, nc *knestv1.NestedCluster, now time.Time) error {
 	fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", knestv1.ControlPlanePool, cp.Replicas, st.ControlPlane.Ready,
 		st.ControlPlane.UpToDate, arrow(st.Version, s.Version), cp.CPU, quantity(cp.MachineSpec), rootDisk(cp.MachineSpec), orDefault(cp.Image))
 	for _, p := range s.Workers {
-		want := int32(1)
-		if p.Replicas != nil {
-			want = *p.Replicas
-		}
 		got, _ := scale.PoolStatus(nc, p.Name)
 		version := arrow(poolStatusVersion(nc, p.Name), cluster.PoolVersion(nc, p))
 		if p.Version != "" {
 			version += " (held)"
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", p.Name, want, got.Ready, got.UpToDate, version,
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\t%s\n", p.Name, PoolDesired(nc, p), got.Ready, got.UpToDate, version,
 			p.CPU, quantity(p.MachineSpec), rootDisk(p.MachineSpec), orDefault(p.Image))
 	}
 	if err := tw.Flush(); err != nil {
@@ -147,6 +144,20 @@ func prefixed(prefix, s string) string {
 		return ""
 	}
 	return prefix + s
+}
+
+// PoolDesired is the DESIRED column of a pool: its size, or for an autoscaled pool
+// the size the autoscaler set and its bounds, "3 (auto 0-5)" ("auto 0-5" while the
+// controller has not reported a size).
+func PoolDesired(nc *knestv1.NestedCluster, p knestv1.WorkerPool) string {
+	want, known := scale.PoolWant(nc, p)
+	if p.Autoscaling == nil {
+		return strconv.Itoa(int(want))
+	}
+	if !known {
+		return scale.Bounds(p.Autoscaling)
+	}
+	return fmt.Sprintf("%d (%s)", want, scale.Bounds(p.Autoscaling))
 }
 
 // VersionNotes says in words where versions differ: a control plane or pool whose

@@ -1,6 +1,7 @@
 package printers
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -81,4 +82,30 @@ func TestBackupsLine(t *testing.T) {
 	for d, want := range map[time.Duration]string{90 * time.Second: "1m30s", 30 * time.Minute: "30m", 90 * time.Minute: "1h30m", 24 * time.Hour: "24h"} {
 		g.Expect(shortDuration(d)).To(Equal(want))
 	}
+}
+
+func TestAutoscaledPoolColumns(t *testing.T) {
+	g := NewWithT(t)
+	nc := &knestv1.NestedCluster{
+		Spec: knestv1.NestedClusterSpec{Workers: []knestv1.WorkerPool{
+			{Name: "workers"},
+			{Name: "burst", Autoscaling: &knestv1.PoolAutoscaling{MinReplicas: 0, MaxReplicas: 5}},
+		}},
+	}
+	// Nothing reported yet: unset replicas count 1, the autoscaled pool its minimum.
+	g.Expect(PoolDesired(nc, nc.Spec.Workers[0])).To(Equal("1"))
+	g.Expect(PoolDesired(nc, nc.Spec.Workers[1])).To(Equal("auto 0-5"))
+	g.Expect(WorkersReady(nc)).To(Equal("0/1 (burst auto 0-5)"))
+
+	nc.Status.WorkersReady = "3/4"
+	nc.Status.Workers = []knestv1.PoolStatus{
+		{Name: "workers", ReplicaStatus: knestv1.ReplicaStatus{Desired: 1, Ready: 1}},
+		{Name: "burst", Autoscaling: &knestv1.PoolAutoscaling{MinReplicas: 0, MaxReplicas: 5}, ReplicaStatus: knestv1.ReplicaStatus{Desired: 3, Ready: 2}},
+	}
+	g.Expect(PoolDesired(nc, nc.Spec.Workers[1])).To(Equal("3 (auto 0-5)"))
+	g.Expect(WorkersReady(nc)).To(Equal("3/4 (burst auto 0-5)"))
+
+	var out strings.Builder
+	g.Expect(Describe(&out, nc, time.Now())).To(Succeed())
+	g.Expect(out.String()).To(MatchRegexp(`(?m)^  burst\s+3 \(auto 0-5\)\s+2\s`))
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/scale"
 )
 
 // Table writes clusters as a kubectl-like table: NAME, PHASE, VERSION, CONTROL PLANE,
@@ -59,23 +60,35 @@ func ControlPlaneReady(nc *knestv1.NestedCluster) string {
 	return fmt.Sprintf("%d/%d", nc.Status.ControlPlane.Ready, nc.Spec.ControlPlane.Replicas)
 }
 
-// WorkersReady is "ready/desired" over all pools.
+// WorkersReady is "ready/desired" over all pools, followed by the bounds of the
+// autoscaled ones: "4/4 (burst auto 0-5)". An autoscaled pool the controller has not
+// reported yet counts its minimum.
 func WorkersReady(nc *knestv1.NestedCluster) string {
+	var auto []string
+	for _, p := range nc.Spec.Workers {
+		if p.Autoscaling != nil {
+			auto = append(auto, p.Name+" "+scale.Bounds(p.Autoscaling))
+		}
+	}
+	bounds := ""
+	if len(auto) > 0 {
+		bounds = " (" + strings.Join(auto, ", ") + ")"
+	}
 	if nc.Status.WorkersReady != "" {
-		return nc.Status.WorkersReady
+		return nc.Status.WorkersReady + bounds
 	}
 	var ready, desired int32
 	for _, p := range nc.Spec.Workers {
-		if p.Replicas != nil {
-			desired += *p.Replicas
-		} else {
-			desired++
+		want, known := scale.PoolWant(nc, p)
+		if !known {
+			want = p.Autoscaling.MinReplicas
 		}
+		desired += want
 	}
 	for _, p := range nc.Status.Workers {
 		ready += p.Ready
 	}
-	return fmt.Sprintf("%d/%d", ready, desired)
+	return fmt.Sprintf("%d/%d", ready, desired) + bounds
 }
 
 // Age is a kubectl-style age ("5m", "3d").
