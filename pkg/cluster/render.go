@@ -184,7 +184,7 @@ func Render(nc *knestv1.NestedCluster, opts Options) (*Graph, error) {
 func (r renderer) autoscaler(pools []Pool) *autoscaler.Objects {
 	var scaled []string
 	for i, p := range r.nc.Spec.Workers {
-		if p.Autoscaling != nil {
+		if Autoscaled(p) {
 			scaled = append(scaled, pools[i].MachineDeployment.Name)
 		}
 	}
