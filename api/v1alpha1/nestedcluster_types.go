@@ -158,10 +158,9 @@ const (
 	PoolVersionHeldReason = "PoolVersionHeld"
 	// AutoscalerRunningReason: the autoscaler is available and reports healthy.
 	AutoscalerRunningReason = "Running"
-	// AutoscalerStartingReason: its Deployment is not available yet.
+	// AutoscalerStartingReason: its Deployment is not available yet (its health
+	// check failing included).
 	AutoscalerStartingReason = "Starting"
-	// AutoscalerUnhealthyReason: it runs but reports itself unhealthy.
-	AutoscalerUnhealthyReason = "Unhealthy"
 )
 
 // CNI names the network plugin knest installs into the tenant.
