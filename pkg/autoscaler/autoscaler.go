@@ -122,9 +122,10 @@ func Render(in Input) *Objects {
 // rules are what the clusterapi provider does in the tenant's namespace: it watches
 // Cluster API's machines and the infrastructure templates (for the capacity of a
 // pool at zero), annotates a machine it picked for removal, and scales the
-// MachineDeployment, only those of the tenant's autoscaled pools. Reads and the
-// machine annotation cannot be narrowed by name: tenants that share a namespace
-// share those (docs/design/autoscaling.md).
+// MachineDeployment, only those of the tenant's autoscaled pools. Reads and
+// Machine updates cannot be narrowed by name: tenants that share a namespace share
+// the reads, and admission policy knest-autoscaler-fence keeps each autoscaler to
+// its own cluster's Machines (docs/design/autoscaling.md).
 func rules(machineDeployments []string) []rbacv1.PolicyRule {
 	read := []string{"get", "list", "watch"}
 	return []rbacv1.PolicyRule{
