@@ -92,8 +92,9 @@
 //     subcommand) built on k8s.io/cloud-provider/app, run per tenant in its host
 //     namespace with the tenant's kubeconfig, started by the knest controller.
 //   - RBAC on the host namespace for that binary: services and endpointslices
-//     (get, list, watch, create, patch, delete), virtualmachines and
-//     virtualmachineinstances (get, list).
+//     (get, create, patch, delete; services/status is the host load balancer's),
+//     virtualmachines and virtualmachineinstances (get, list). In the tenant, the
+//     cloud-controller-manager's usual role plus list and watch on endpointslices.
 //   - The tenants' kubelets with --cloud-provider=external (and the
 //     node.cloudprovider.kubernetes.io/uninitialized taint the cloud node
 //     controller then removes).

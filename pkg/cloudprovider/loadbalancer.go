@@ -2,6 +2,7 @@ package cloudprovider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -70,12 +71,20 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, _ string, svc *c
 }
 
 // EnsureLoadBalancerDeleted deletes the host Service and its endpoints; nothing to
-// delete is success.
+// delete (none, or only an object of that name that is not this Service's load
+// balancer) is success.
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *corev1.Service) error {
 	l.p.writeMu.Lock()
 	defer l.p.writeMu.Unlock()
 	l.p.local.forget(svc)
 	host, err := l.p.hostService(ctx, svc)
+	var notOwned *notOwnedError
+	if errors.As(err, &notOwned) {
+		// Nothing of this Service's is there to delete, and what is there is left
+		// alone; failing would hold the tenant Service's deletion for ever.
+		klog.FromContext(ctx).Info("Not deleting a host Service that is not this Service's load balancer", "service", klog.KObj(svc), "hostService", notOwned.key)
+		return nil
+	}
 	if err != nil || host == nil {
 		return err
 	}
@@ -140,10 +149,22 @@ func (p *Provider) hostService(ctx context.Context, svc *corev1.Service) (*corev
 		return nil, fmt.Errorf("failed to read host Service %s: %w", key, err)
 	}
 	if !p.owns(host, svc) {
-		return nil, fmt.Errorf("host Service %s exists and is not the load balancer of Service %s/%s of cluster %s; it is left alone",
-			key, svc.Namespace, svc.Name, p.opts.ClusterName)
+		return nil, &notOwnedError{key: key, svc: svc, cluster: p.opts.ClusterName}
 	}
 	return host, nil
+}
+
+// notOwnedError is a host Service that has the name of svc's load balancer but is
+// not it.
+type notOwnedError struct {
+	key     client.ObjectKey
+	svc     *corev1.Service
+	cluster string
+}
+
+func (e *notOwnedError) Error() string {
+	return fmt.Sprintf("host Service %s exists and is not the load balancer of Service %s/%s of cluster %s; it is left alone",
+		e.key, e.svc.Namespace, e.svc.Name, e.cluster)
 }
 
 // owns tells whether obj is a host object of svc's load balancer.
