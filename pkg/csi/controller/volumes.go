@@ -44,9 +44,10 @@ const (
 // VolumeID is the volume ID, and the host PVC's name, of the volume named name of
 // tenant cluster: a digest of both, so that it is a valid name of any length of
 // input, the same for the same request, and distinct across tenants that share a
-// host namespace.
+// host namespace. The cluster name's length goes in too, so that no two pairs of
+// cluster and name give the same input.
 func VolumeID(cluster, name string) string {
-	sum := sha256.Sum256([]byte(cluster + "/" + name))
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d:%s/%s", len(cluster), cluster, name))
 	return "csi-" + hex.EncodeToString(sum[:])[:20]
 }
 
