@@ -72,7 +72,7 @@ func DiskNames(serial string) []string {
 }
 
 // FindDisk returns the device of the disk with serial, resolved from its link in
-// dir; an error for which os.IsNotExist holds when there is none (yet).
+// dir; an error that errors.Is os.ErrNotExist when there is none (yet).
 func FindDisk(dir, serial string) (string, error) {
 	if !validSerial.MatchString(serial) {
 		return "", fmt.Errorf("invalid disk serial %q", serial)
