@@ -130,6 +130,9 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 	if err != nil {
 		return nil, err
 	}
+	if to := pvc.Annotations[AttachedToAnnotation]; to != "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is published to node %s", pvc.Name, to)
+	}
 	// The UID precondition keeps a PVC that replaced this one under the same name.
 	if err := s.cfg.Client.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return nil, status.Errorf(codes.Internal, "failed to delete host PVC %s/%s: %v", pvc.Namespace, pvc.Name, err)

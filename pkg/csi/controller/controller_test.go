@@ -170,10 +170,11 @@ func TestCrossTenant(t *testing.T) {
 	// And its own volume tenant a deletes.
 	_, err = a.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: aVol})
 	g.Expect(err).NotTo(HaveOccurred())
-	err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: aVol}, &corev1.PersistentVolumeClaim{})
+	gone := &corev1.PersistentVolumeClaim{}
+	err = env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: aVol}, gone)
 	if err == nil {
 		// The PVC protection finalizer (kube-controller-manager) may hold it a moment.
-		g.Expect(getPVC(g, ns, aVol).DeletionTimestamp).NotTo(BeNil())
+		g.Expect(gone.DeletionTimestamp).NotTo(BeNil())
 	} else {
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	}
@@ -214,6 +215,9 @@ func TestPublish(t *testing.T) {
 
 	// One node at a time.
 	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-2"))
+	g.Expect(status.Code(err)).To(Equal(codes.FailedPrecondition))
+	// Not deleted while published.
+	_, err = s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id})
 	g.Expect(status.Code(err)).To(Equal(codes.FailedPrecondition))
 
 	for range 3 {

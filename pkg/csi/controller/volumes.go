@@ -29,7 +29,11 @@ const (
 	// ParamHostVolumeMode is the StorageClass parameter choosing the host PVC's volume
 	// mode, Filesystem (the default, which every host storage class supports;
 	// KubeVirt then keeps a disk image file on it) or Block. Either way the tenant
-	// node sees a disk.
+	// node sees a disk. On a Filesystem PVC KubeVirt sizes the image to the space
+	// the filesystem has, which may be somewhat less than the claim (it tolerates
+	// 10% by default, lessPVCSpaceToleration); CDI's DataVolumes, which
+	// kubevirt-csi-driver uses, add that overhead to the claim, and this driver
+	// does not yet.
 	ParamHostVolumeMode = "hostVolumeMode"
 
 	// csiParamPrefix marks the parameters that csi-provisioner adds itself.
