@@ -10,22 +10,23 @@
 //     a host PVC (labelled with the tenant cluster's name), ControllerPublishVolume
 //     hot-plugs it into the node's VirtualMachine with KubeVirt's addvolume
 //     subresource, with a disk serial derived from the volume ID (SerialFor), and
-//     ControllerUnpublishVolume/DeleteVolume undo that. It acts only on PVCs labelled
-//     as its own tenant's and on VMs of its own tenant's cluster, whatever volume or
-//     node ID a tenant sends.
+//     ControllerUnpublishVolume/DeleteVolume undo that; ControllerExpandVolume grows
+//     the claim. It acts only on PVCs labelled as its own tenant's and on VMs of its
+//     own tenant's cluster, whatever volume or node ID a tenant sends.
 //   - The node service (package node) runs in the tenant, as a DaemonSet. It finds the
 //     hot-plugged disk under /dev/disk/by-id by its serial, formats and mounts it at
 //     the staging path, and bind-mounts it (or, for block volumes, the device) into
-//     the pod's target path.
+//     the pod's target path; NodeExpandVolume grows the filesystem.
 //
 // Both serve the identity service (Identity) and are served on a unix socket by Run.
 //
-// Not done yet: the wiring into tenants (the host Deployment with csi-provisioner and
-// csi-attacher watching the tenant API, the tenant DaemonSet with
-// node-driver-registrar, RBAC, images, a tenant StorageClass), volume expansion,
-// snapshots and clones, volume stats, topology, and waiting for a hot-plug inside
-// ControllerPublishVolume longer than one call (a call that finds the hot-plug still
-// in progress returns Unavailable and the attacher retries).
+// Not done yet: the wiring into tenants (the host Deployment with csi-provisioner,
+// csi-attacher and csi-resizer watching the tenant API, the tenant DaemonSet with
+// node-driver-registrar, RBAC, images, a tenant StorageClass, the commands that run
+// the services), snapshots and clones, volume stats, topology, an attach limit per
+// node, and a test against a real KubeVirt (here the hot-plug is a fake).
+// ControllerPublishVolume waits for a hot-plug only for Config.HotplugWait; a call
+// that finds it still in progress returns Unavailable and the attacher calls again.
 package csi
 
 import (
@@ -85,6 +86,11 @@ func (i *Identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 	return &csi.GetPluginCapabilitiesResponse{Capabilities: []*csi.PluginCapability{{
 		Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{
 			Type: csi.PluginCapability_Service_CONTROLLER_SERVICE,
+		}},
+	}, {
+		// A plugged disk grows in the guest (KubeVirt's ExpandDisks feature gate).
+		Type: &csi.PluginCapability_VolumeExpansion_{VolumeExpansion: &csi.PluginCapability_VolumeExpansion{
+			Type: csi.PluginCapability_VolumeExpansion_ONLINE,
 		}},
 	}}}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -62,6 +63,7 @@ func (s *Server) ControllerGetCapabilities(context.Context, *csi.ControllerGetCa
 	for _, t := range []csi.ControllerServiceCapability_RPC_Type{
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 		csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
+		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 	} {
 		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{
 			Rpc: &csi.ControllerServiceCapability_RPC{Type: t},
@@ -159,6 +161,47 @@ func (s *Server) ValidateVolumeCapabilities(ctx context.Context, req *csi.Valida
 		VolumeCapabilities: req.GetVolumeCapabilities(),
 		Parameters:         req.GetParameters(),
 	}}, nil
+}
+
+// ControllerExpandVolume grows the host PVC's request; the host's storage grows the
+// volume, and KubeVirt the disk in the guest (with its ExpandDisks feature gate),
+// while it is plugged. The filesystem on it the node service grows.
+func (s *Server) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	switch {
+	case req.GetVolumeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "no volume ID given")
+	case req.GetCapacityRange() == nil:
+		return nil, status.Error(codes.InvalidArgument, "no capacity range given")
+	}
+	pvc, err := s.volume(ctx, req.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	size, err := VolumeSize(req.GetCapacityRange())
+	if err != nil {
+		if errors.As(err, new(errOutOfRange)) {
+			return nil, status.Error(codes.OutOfRange, err.Error())
+		}
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	// A block volume has no filesystem to grow.
+	nodeExpansion := req.GetVolumeCapability().GetBlock() == nil
+	if have := requestedSize(pvc); size <= have {
+		return &csi.ControllerExpandVolumeResponse{CapacityBytes: have, NodeExpansionRequired: nodeExpansion}, nil
+	}
+	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = *resource.NewQuantity(size, resource.BinarySI)
+	if err := s.cfg.Client.Update(ctx, pvc); err != nil {
+		switch {
+		case apierrors.IsConflict(err):
+			return nil, status.Errorf(codes.Aborted, "volume %s changed while expanding it", pvc.Name)
+		case apierrors.IsForbidden(err), apierrors.IsInvalid(err):
+			// Not bound yet, or its host StorageClass does not allow expansion.
+			return nil, status.Errorf(codes.FailedPrecondition, "host PVC %s/%s cannot grow: %v", pvc.Namespace, pvc.Name, err)
+		}
+		return nil, status.Errorf(codes.Internal, "failed to expand host PVC %s/%s: %v", pvc.Namespace, pvc.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Expanding volume", "pvc", pvc.Name, "size", size)
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: size, NodeExpansionRequired: nodeExpansion}, nil
 }
 
 func (s *Server) ControllerPublishVolume(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {

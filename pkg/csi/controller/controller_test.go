@@ -304,3 +304,41 @@ func TestVMReplaced(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(vm.Spec.Template.Spec.Volumes).To(HaveLen(1))
 }
+
+func TestExpandVolume(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t, g)
+	s := newServerWith(t, g, bindingClient{client.NewNamespacedClient(env.Client, ns)}, ns, "tenant-a", &controller.FakeVMs{})
+	params := map[string]string{controller.ParamHostStorageClass: expandableClass(t, g)}
+	rsp, err := s.CreateVolume(ctx, createReq("pvc-1", 1<<30, params))
+	g.Expect(err).NotTo(HaveOccurred())
+	id := rsp.GetVolume().GetVolumeId()
+
+	exp, err := s.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: id, CapacityRange: &csi.CapacityRange{RequiredBytes: 3<<29 + 1}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(exp.GetCapacityBytes()).To(Equal(int64(3<<29 + 1<<20)))
+	g.Expect(exp.GetNodeExpansionRequired()).To(BeTrue())
+	g.Expect(getPVC(g, ns, id).Spec.Resources.Requests[corev1.ResourceStorage]).To(Equal(resource.MustParse("1537Mi")))
+
+	// Smaller, or a block volume: nothing to do; no filesystem to grow.
+	exp, err = s.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{
+		VolumeId: id, CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30},
+		VolumeCapability: &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(exp.GetCapacityBytes()).To(Equal(int64(3<<29 + 1<<20)))
+	g.Expect(exp.GetNodeExpansionRequired()).To(BeFalse())
+
+	// A claim that is not bound may not grow.
+	unbound := newServer(t, g, ns, "tenant-a", &controller.FakeVMs{})
+	rsp, err = unbound.CreateVolume(ctx, createReq("pvc-2", 1<<30, params))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = unbound.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: rsp.GetVolume().GetVolumeId(), CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 30}})
+	g.Expect(status.Code(err)).To(Equal(codes.FailedPrecondition))
+
+	// Nor another tenant's.
+	other := newServer(t, g, ns, "tenant-b", &controller.FakeVMs{})
+	_, err = other.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: id, CapacityRange: &csi.CapacityRange{RequiredBytes: 4 << 30}})
+	g.Expect(status.Code(err)).To(Equal(codes.NotFound))
+}

@@ -7,7 +7,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -48,12 +50,48 @@ func nodeVM(ns, name, cluster string) *kubevirtv1.VirtualMachine {
 // ns, over vms.
 func newServer(t *testing.T, g Gomega, ns, cluster string, vms controller.VMs) *controller.Server {
 	t.Helper()
+	return newServerWith(t, g, client.NewNamespacedClient(env.Client, ns), ns, cluster, vms)
+}
+
+func newServerWith(t *testing.T, g Gomega, c client.Client, ns, cluster string, vms controller.VMs) *controller.Server {
+	t.Helper()
 	s, err := controller.New(controller.Config{
-		Client:      client.NewNamespacedClient(env.Client, ns),
+		Client:      c,
 		VMs:         vms,
 		Namespace:   ns,
 		ClusterName: cluster,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	return s
+}
+
+// bindingClient binds every PVC it creates at once, as the host's storage would; no
+// PersistentVolume controller runs on the test bed, and only a bound claim may grow.
+type bindingClient struct{ client.Client }
+
+func (c bindingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if err := c.Client.Create(ctx, obj, opts...); err != nil {
+		return err
+	}
+	pvc, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return nil
+	}
+	pvc.Status.Phase = corev1.ClaimBound
+	pvc.Status.AccessModes = pvc.Spec.AccessModes
+	pvc.Status.Capacity = pvc.Spec.Resources.Requests
+	return c.Client.Status().Update(ctx, pvc)
+}
+
+// expandableClass creates a host StorageClass that allows expansion.
+func expandableClass(t *testing.T, g Gomega) string {
+	t.Helper()
+	sc := &storagev1.StorageClass{
+		ObjectMeta:           metav1.ObjectMeta{GenerateName: "expandable-"},
+		Provisioner:          "example.com/none",
+		AllowVolumeExpansion: ptr.To(true),
+	}
+	g.Expect(env.Client.Create(context.Background(), sc)).To(Succeed())
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), sc) })
+	return sc.Name
 }

@@ -11,13 +11,16 @@ import (
 	testingexec "k8s.io/utils/exec/testing"
 )
 
-// FakeExec stands in for the commands mount-utils runs to format a disk (blkid,
-// mkfs.*, fsck), for tests without real disks: a device is unformatted until mkfs
-// formats it. Any other command fails.
+// FakeExec stands in for the commands mount-utils runs to format a disk and grow
+// its filesystem (blkid, mkfs.*, fsck, resize2fs, xfs_growfs), for tests without
+// real disks: a device is unformatted until mkfs formats it. Any other command
+// fails.
 type FakeExec struct {
 	mu sync.Mutex
 	// Formatted maps each device formatted by mkfs to its filesystem.
 	Formatted map[string]string
+	// Resized lists the devices (ext*) and mount paths (xfs) whose filesystem grew.
+	Resized []string
 }
 
 var _ exec.Interface = &FakeExec{}
@@ -61,6 +64,9 @@ func (f *FakeExec) run(cmd string, args []string) ([]byte, []byte, error) {
 		}
 		return []byte("DEVNAME=" + dev + "\nTYPE=" + fs + "\n"), nil, nil
 	case "fsck":
+		return nil, nil, nil
+	case "resize2fs", "xfs_growfs":
+		f.Resized = append(f.Resized, dev)
 		return nil, nil, nil
 	case "mkfs.ext4", "mkfs.ext3", "mkfs.xfs":
 		if slices.Contains(args, dev) {

@@ -110,11 +110,16 @@ func (s *Server) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.Nod
 }
 
 func (s *Server) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
-	return &csi.NodeGetCapabilitiesResponse{Capabilities: []*csi.NodeServiceCapability{{
-		Type: &csi.NodeServiceCapability_Rpc{Rpc: &csi.NodeServiceCapability_RPC{
-			Type: csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
-		}},
-	}}}, nil
+	var caps []*csi.NodeServiceCapability
+	for _, t := range []csi.NodeServiceCapability_RPC_Type{
+		csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME,
+		csi.NodeServiceCapability_RPC_EXPAND_VOLUME,
+	} {
+		caps = append(caps, &csi.NodeServiceCapability{Type: &csi.NodeServiceCapability_Rpc{
+			Rpc: &csi.NodeServiceCapability_RPC{Type: t},
+		}})
+	}
+	return &csi.NodeGetCapabilitiesResponse{Capabilities: caps}, nil
 }
 
 func checkCapability(c *csi.VolumeCapability) error {
@@ -264,4 +269,40 @@ func (s *Server) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublish
 	}
 	ctrl.LoggerFrom(ctx).Info("Unpublished volume", "volume", req.GetVolumeId(), "path", req.GetTargetPath())
 	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// NodeExpandVolume grows the filesystem on a volume's disk to the disk's size, once
+// the host storage and KubeVirt have grown the disk.
+func (s *Server) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
+	switch {
+	case req.GetVolumeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "no volume ID given")
+	case req.GetVolumePath() == "":
+		return nil, status.Error(codes.InvalidArgument, "no volume path given")
+	}
+	path := req.GetVolumePath()
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, status.Errorf(codes.NotFound, "volume path %s not found", path)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "failed to check volume path %s: %v", path, err)
+	}
+	// NodeExpandVolume has no publish context; the serial is the volume ID's.
+	dev, err := FindDisk(s.cfg.DiskDir, knestcsi.SerialFor(req.GetVolumeId()))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, status.Errorf(codes.NotFound, "disk of volume %s not found: %v", req.GetVolumeId(), err)
+	}
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if req.GetVolumeCapability().GetBlock() != nil || !fi.IsDir() {
+		// A block volume: the device is all there is.
+		return &csi.NodeExpandVolumeResponse{}, nil
+	}
+	if _, err := mount.NewResizeFs(s.cfg.Mounter.Exec).Resize(dev, path); err != nil {
+		return nil, status.Errorf(codes.Internal, "failed to grow the filesystem of %s at %s: %v", dev, path, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("Expanded volume", "volume", req.GetVolumeId(), "device", dev, "path", path)
+	return &csi.NodeExpandVolumeResponse{}, nil
 }

@@ -182,3 +182,31 @@ func TestDiskNotThereYet(t *testing.T) {
 	g.Expect(status.Code(err)).To(Equal(codes.Internal))
 	g.Expect(fm.MountPoints).To(BeEmpty())
 }
+
+func TestExpandVolume(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	d := newDisks(t)
+	s, _, fe := newServer(t, g, d)
+	const id = "csi-cdef"
+	dev := d.plug(t, "scsi-0QEMU_QEMU_HARDDISK_"+knestcsi.SerialFor(id), "sdd")
+	staging := filepath.Join(t.TempDir(), "staging")
+	target := filepath.Join(t.TempDir(), "target")
+	_, err := s.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: mountCap("")})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = s.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging, TargetPath: target, VolumeCapability: mountCap("")})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	_, err = s.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: id, VolumePath: target})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fe.Resized).To(Equal([]string{dev}))
+
+	_, err = s.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: id, VolumePath: target, VolumeCapability: blockCap})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(fe.Resized).To(HaveLen(1))
+
+	_, err = s.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: id, VolumePath: filepath.Join(target, "nothing")})
+	g.Expect(status.Code(err)).To(Equal(codes.NotFound))
+	_, err = s.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: "csi-other", VolumePath: target})
+	g.Expect(status.Code(err)).To(Equal(codes.NotFound))
+}
