@@ -242,7 +242,11 @@ func (s *Server) ControllerPublishVolume(ctx context.Context, req *csi.Controlle
 	serial := knestcsi.SerialFor(id)
 	if !hasVolume(vm, id) {
 		if err := s.cfg.VMs.AddVolume(ctx, s.cfg.Namespace, node, hotplugOptions(id, serial)); err != nil {
-			return nil, status.Errorf(codes.Internal, "failed to hot-plug volume %s into VM %s/%s: %v", id, s.cfg.Namespace, node, err)
+			// virt-api refuses a second request for the volume, from a call that
+			// raced this one: that is no failure.
+			if vm, getErr := s.vm(ctx, node); getErr != nil || !hasVolume(vm, id) {
+				return nil, status.Errorf(codes.Internal, "failed to hot-plug volume %s into VM %s/%s: %v", id, s.cfg.Namespace, node, err)
+			}
 		}
 		ctrl.LoggerFrom(ctx).Info("Hot-plugging volume", "pvc", id, "vm", node)
 	}
@@ -281,7 +285,9 @@ func (s *Server) ControllerUnpublishVolume(ctx context.Context, req *csi.Control
 	default:
 		if hasVolume(vm, id) {
 			if err := s.cfg.VMs.RemoveVolume(ctx, s.cfg.Namespace, node, &kubevirtv1.RemoveVolumeOptions{Name: id}); err != nil && !apierrors.IsNotFound(err) {
-				return nil, status.Errorf(codes.Internal, "failed to unplug volume %s from VM %s/%s: %v", id, s.cfg.Namespace, node, err)
+				if vm, getErr := s.vm(ctx, node); getErr == nil && hasVolume(vm, id) || getErr != nil && status.Code(getErr) != codes.NotFound {
+					return nil, status.Errorf(codes.Internal, "failed to unplug volume %s from VM %s/%s: %v", id, s.cfg.Namespace, node, err)
+				}
 			}
 			ctrl.LoggerFrom(ctx).Info("Unplugging volume", "pvc", id, "vm", node)
 		}

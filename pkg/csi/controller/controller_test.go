@@ -342,3 +342,49 @@ func TestExpandVolume(t *testing.T) {
 	_, err = other.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: id, CapacityRange: &csi.CapacityRange{RequiredBytes: 4 << 30}})
 	g.Expect(status.Code(err)).To(Equal(codes.NotFound))
 }
+
+// racingVMs loses every hot-plug race: another call's request gets in first, and
+// virt-api refuses this one.
+type racingVMs struct{ *controller.FakeVMs }
+
+func (r racingVMs) AddVolume(ctx context.Context, ns, vm string, opts *kubevirtv1.AddVolumeOptions) error {
+	if err := r.FakeVMs.AddVolume(ctx, ns, vm, opts); err != nil {
+		return err
+	}
+	return apierrors.NewBadRequest("Unable to add volume because a volume request with that name is already pending")
+}
+
+func (r racingVMs) RemoveVolume(ctx context.Context, ns, vm string, opts *kubevirtv1.RemoveVolumeOptions) error {
+	if err := r.FakeVMs.RemoveVolume(ctx, ns, vm, opts); err != nil {
+		return err
+	}
+	return apierrors.NewBadRequest("Unable to remove volume because a volume request with that name is already pending")
+}
+
+// failingVMs cannot hot-plug at all.
+type failingVMs struct{ *controller.FakeVMs }
+
+func (failingVMs) AddVolume(context.Context, string, string, *kubevirtv1.AddVolumeOptions) error {
+	return apierrors.NewServiceUnavailable("virt-api is down")
+}
+
+func TestPublishRace(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t, g)
+	vms := &controller.FakeVMs{}
+	vms.Add(nodeVM(ns, "node-1", "tenant-a"), true)
+	s := newServer(t, g, ns, "tenant-a", racingVMs{vms})
+	rsp, err := s.CreateVolume(ctx, createReq("pvc-1", 0, nil))
+	g.Expect(err).NotTo(HaveOccurred())
+	id := rsp.GetVolume().GetVolumeId()
+
+	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = s.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: "node-1"})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	failing := newServer(t, g, ns, "tenant-a", failingVMs{vms})
+	_, err = failing.ControllerPublishVolume(ctx, publishReq(id, "node-1"))
+	g.Expect(status.Code(err)).To(Equal(codes.Internal))
+}
