@@ -1,0 +1,156 @@
+// Package csi is knest's CSI driver for tenant volumes, in the design of
+// kubevirt-csi-driver: a tenant's PersistentVolume is a PersistentVolumeClaim on the
+// host cluster, hot-plugged as a disk into the VirtualMachine of the tenant node that
+// uses it.
+//
+// The driver is split in two, like kubevirt-csi-driver:
+//
+//   - The controller service (package controller) runs on the host, in the tenant's
+//     host namespace, with a host client limited to that namespace. CreateVolume makes
+//     a host PVC (labelled with the tenant cluster's name), ControllerPublishVolume
+//     hot-plugs it into the node's VirtualMachine with KubeVirt's addvolume
+//     subresource, with a disk serial derived from the volume ID (SerialFor), and
+//     ControllerUnpublishVolume/DeleteVolume undo that; ControllerExpandVolume grows
+//     the claim. It acts only on PVCs labelled as its own tenant's and on VMs of its
+//     own tenant's cluster, whatever volume or node ID a tenant sends.
+//   - The node service (package node) runs in the tenant, as a DaemonSet. It finds the
+//     hot-plugged disk under /dev/disk/by-id by its serial, formats and mounts it at
+//     the staging path, and bind-mounts it (or, for block volumes, the device) into
+//     the pod's target path; NodeExpandVolume grows the filesystem.
+//
+// Both serve the identity service (Identity) and are served on a unix socket by Run.
+//
+// Not done yet: the wiring into tenants (the host Deployment with csi-provisioner,
+// csi-attacher and csi-resizer watching the tenant API, the tenant DaemonSet with
+// node-driver-registrar, RBAC, images, a tenant StorageClass, the commands that run
+// the services), snapshots and clones, volume stats, topology, an attach limit per
+// node, and a test against a real KubeVirt (here the hot-plug is a fake).
+// ControllerPublishVolume waits for a hot-plug only for Config.HotplugWait; a call
+// that finds it still in progress returns Unavailable and the attacher calls again.
+package csi
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// DriverName is the CSI driver's name, as a tenant StorageClass's provisioner.
+const DriverName = "csi.knest.dev"
+
+// PublishContextSerial is the key of the disk serial in ControllerPublishVolume's
+// publish_context, which the node service looks the disk up by.
+const PublishContextSerial = "serial"
+
+// serialLength is what fits every bus: virtio-blk keeps at most 20 bytes of a serial
+// (VIRTIO_BLK_ID_BYTES), SCSI more.
+const serialLength = 20
+
+// SerialFor is the disk serial of a volume: a short hex digest of its ID, so that it
+// fits every bus, needs no escaping in /dev/disk/by-id names, and both services can
+// derive it.
+func SerialFor(volumeID string) string {
+	sum := sha256.Sum256([]byte(volumeID))
+	return hex.EncodeToString(sum[:])[:serialLength]
+}
+
+// Identity is the CSI identity service of both the controller and the node plugin.
+type Identity struct {
+	csi.UnimplementedIdentityServer
+	// Version is reported as the vendor version.
+	Version string
+	// Ready, when set, is asked by Probe; nil means always ready.
+	Ready func(ctx context.Context) error
+}
+
+var _ csi.IdentityServer = &Identity{}
+
+func (i *Identity) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
+	v := i.Version
+	if v == "" {
+		v = "devel"
+	}
+	return &csi.GetPluginInfoResponse{Name: DriverName, VendorVersion: v}, nil
+}
+
+func (i *Identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
+	return &csi.GetPluginCapabilitiesResponse{Capabilities: []*csi.PluginCapability{{
+		Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{
+			Type: csi.PluginCapability_Service_CONTROLLER_SERVICE,
+		}},
+	}, {
+		// A plugged disk grows in the guest (KubeVirt's ExpandDisks feature gate).
+		Type: &csi.PluginCapability_VolumeExpansion_{VolumeExpansion: &csi.PluginCapability_VolumeExpansion{
+			Type: csi.PluginCapability_VolumeExpansion_ONLINE,
+		}},
+	}}}, nil
+}
+
+func (i *Identity) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
+	if i.Ready != nil {
+		if err := i.Ready(ctx); err != nil {
+			return &csi.ProbeResponse{Ready: wrapperspb.Bool(false)}, nil
+		}
+	}
+	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
+}
+
+// Run serves servers (each an identity, controller or node server, or several of
+// them) on the unix socket endpoint ("unix:///path" or a path) until ctx is done. A
+// stale socket file at the path is removed first.
+func Run(ctx context.Context, endpoint string, servers ...any) error {
+	path := strings.TrimPrefix(endpoint, "unix://")
+	if path == "" {
+		return errors.New("no CSI endpoint given")
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("failed to remove stale socket %s: %w", path, err)
+	}
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("failed to listen on %s: %w", path, err)
+	}
+	s := grpc.NewServer()
+	for _, srv := range servers {
+		registered := false
+		if v, ok := srv.(csi.IdentityServer); ok {
+			csi.RegisterIdentityServer(s, v)
+			registered = true
+		}
+		if v, ok := srv.(csi.ControllerServer); ok {
+			csi.RegisterControllerServer(s, v)
+			registered = true
+		}
+		if v, ok := srv.(csi.NodeServer); ok {
+			csi.RegisterNodeServer(s, v)
+			registered = true
+		}
+		if !registered {
+			_ = lis.Close()
+			return fmt.Errorf("%T is no CSI identity, controller or node server", srv)
+		}
+	}
+	stopped := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			s.GracefulStop()
+		case <-stopped:
+		}
+	}()
+	err = s.Serve(lis)
+	close(stopped)
+	if err != nil {
+		return fmt.Errorf("failed to serve CSI on %s: %w", path, err)
+	}
+	return nil
+}
