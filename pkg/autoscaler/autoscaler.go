@@ -35,6 +35,9 @@ const (
 	DefaultScaleDownDelayAfterAdd = 10 * time.Minute
 )
 
+// upstreamRecheck is the autoscaler's own --unremovable-node-recheck-timeout.
+const upstreamRecheck = 5 * time.Minute
+
 // HealthPort serves /health-check, which goes unhealthy when the autoscaler's loop
 // stops running.
 const HealthPort = 8085
@@ -180,6 +183,9 @@ func deployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
 							// Raising minReplicas above a pool's size scales it up.
 							"--enforce-node-group-min-size",
 							"--scale-down-unneeded-time=" + unneeded.String(),
+							// A node found busy is looked at again after this (upstream: 5m);
+							// no later than it could have become unneeded.
+							"--unremovable-node-recheck-timeout=" + min(unneeded, upstreamRecheck).String(),
 							"--scale-down-delay-after-add=" + afterAdd.String(),
 							fmt.Sprintf("--address=:%d", HealthPort),
 							"--v=2",

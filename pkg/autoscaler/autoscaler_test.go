@@ -45,6 +45,7 @@ func TestRender(t *testing.T) {
 		"--clusterapi-cloud-config-authoritative",
 		"--scale-down-unneeded-time=1m0s",
 		"--scale-down-delay-after-add=10m0s",
+		"--unremovable-node-recheck-timeout=1m0s",
 	))
 	// The management side is in-cluster: the workload kubeconfig must not be taken for it.
 	g.Expect(c.Args).NotTo(ContainElement(HavePrefix("--cloud-config")))
