@@ -16,7 +16,9 @@
 # upstream's v1) added, and its clientset, listers and informers generated anew for
 # v1 by k8s.io/code-generator at the autoscaler's Kubernetes version; the autoscaler
 # is then built in a scratch module: the tools module's go.mod and go.sum with a
-# replace to that copy. Nothing of the autoscaler's is kept in this repository.
+# replace to that copy, and to a copy of the autoscaler module in which one function
+# is fixed (scale to zero, below). Nothing of the autoscaler's is kept in this
+# repository.
 #
 # The ProvisioningRequest API is used only with --enable-provisioning-requests (off by
 # default, and knest does not set it); the rest of the autoscaler is upstream's code as
@@ -73,11 +75,28 @@ const (
 )
 EOF
 
+# Scale to zero: the clusterapi provider sets a MachineDeployment's size with a merge
+# patch of an autoscaling/v1 Scale, whose replicas field is omitempty, so a size of 0
+# is left out and the pool never reaches zero (upstream's regression of
+# kubernetes/autoscaler#7908, fixed after this commit by #8412). The copy patches
+# {"spec":{"replicas":N}} with N always there. Checked by checksum: a new module
+# version needs this looked at again.
+log "copying $ca from the module cache; its scale to zero fixed as upstream's #8412"
+cp -R "$ca_dir" "$work.tmp/ca"
+chmod -R u+w "$work.tmp/ca"
+unstructured=$work.tmp/ca/cloudprovider/clusterapi/clusterapi_unstructured.go
+echo "22da791c27ec13755f6888e678e862632594147ed8567208f223879cc350c8cb  $unstructured" | sha256sum --check --quiet ||
+	die "$unstructured is not the file this was written for: check whether scale to zero still needs fixing and update $0"
+perl -0pi -e 's/\tspec := autoscalingv1\.Scale\{\n\t\tSpec: autoscalingv1\.ScaleSpec\{\n\t\t\tReplicas: int32\(nreplicas\),\n\t\t\},\n\t\}\n/\t\/\/ knest: replicas 0 must not be left out (autoscaling\/v1 omits it when empty).\n\tspec := map[string]any{"spec": map[string]any{"replicas": nreplicas}}\n/' "$unstructured"
+perl -0pi -e 's/\n\tautoscalingv1 "k8s.io\/api\/autoscaling\/v1"//' "$unstructured"
+grep -q '"replicas": nreplicas' "$unstructured" && ! grep -q autoscalingv1 "$unstructured" ||
+	die "$unstructured: the scale-to-zero fix did not apply"
+
 cp "$tools/go.mod" "$tools/go.sum" "$work.tmp/scratch/"
 (
 	cd "$work.tmp/scratch"
-	# The replace names the final path; generate and build there, after the rename.
-	$GO mod edit -module knest.local/cluster-autoscaler -replace "$apis=$work/apis"
+	# The replaces name the final paths; generate and build there, after the rename.
+	$GO mod edit -module knest.local/cluster-autoscaler -replace "$apis=$work/apis" -replace "$ca=$work/ca"
 )
 rm -rf "$work" && mv "$work.tmp" "$work"
 cd "$work/scratch"

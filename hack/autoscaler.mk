@@ -11,9 +11,11 @@ AUTOSCALER_TOOLS := hack/tools/autoscaler
 # release at it (version/version.go there; the build checks it).
 AUTOSCALER_MODULE_VERSION := $(shell awk '$$1 == "k8s.io/autoscaler/cluster-autoscaler" && $$2 ~ /^v/ {print $$2}' $(AUTOSCALER_TOOLS)/go.mod)
 AUTOSCALER_RELEASE := 1.33.0
-# The release and the commit, e.g. v1.33.0-1959f5f61f6c: the output directory and the
+# The release, the commit and knest's fixes, e.g. v1.33.0-1959f5f61f6c-knest.1: the output directory and the
 # image tag (knest.local/cluster-autoscaler:$(AUTOSCALER_VERSION) on the kind host).
-AUTOSCALER_VERSION := v$(AUTOSCALER_RELEASE)-$(lastword $(subst -, ,$(AUTOSCALER_MODULE_VERSION)))
+# knest.N counts the fixes hack/autoscaler-build.sh applies (1: scale to zero): a new
+# one builds a new output.
+AUTOSCALER_VERSION := v$(AUTOSCALER_RELEASE)-$(lastword $(subst -, ,$(AUTOSCALER_MODULE_VERSION)))-knest.1
 AUTOSCALER_DIR := $(KNEST_CACHE)/autoscaler/$(AUTOSCALER_VERSION)
 AUTOSCALER := $(AUTOSCALER_DIR)/cluster-autoscaler
 

@@ -26,8 +26,9 @@ import (
 
 // DefaultImage is the cluster-autoscaler built from the module the Go proxy serves,
 // k8s.io/autoscaler/cluster-autoscaler at commit 1959f5f61f6c (June 2025), with
-// only the clusterapi provider (hack/autoscaler.mk builds it).
-const DefaultImage = "knest.local/cluster-autoscaler:v1.33.0-1959f5f61f6c"
+// only the clusterapi provider and its scale to zero fixed (hack/autoscaler.mk
+// builds it; hack/autoscaler-build.sh says what it fixes).
+const DefaultImage = "knest.local/cluster-autoscaler:v1.33.0-1959f5f61f6c-knest.1"
 
 // Defaults of the autoscaler's flags that spec.autoscaler sets (the upstream ones).
 const (

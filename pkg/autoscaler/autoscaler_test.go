@@ -27,7 +27,11 @@ func TestDefaultImageIsTheBuiltOne(t *testing.T) {
 	}
 	g.Expect(version).NotTo(BeEmpty())
 	commit := version[strings.LastIndex(version, "-")+1:]
-	g.Expect(DefaultImage).To(HaveSuffix("-"+commit), "pkg/autoscaler.DefaultImage and hack/tools/autoscaler/go.mod (%s)", version)
+	g.Expect(DefaultImage).To(ContainSubstring("-"+commit+"-knest."), "pkg/autoscaler.DefaultImage and hack/tools/autoscaler/go.mod (%s)", version)
+	mk, err := os.ReadFile("../../hack/autoscaler.mk")
+	g.Expect(err).NotTo(HaveOccurred())
+	fixes := DefaultImage[strings.LastIndex(DefaultImage, "-knest."):]
+	g.Expect(string(mk)).To(ContainSubstring(")"+fixes+"\n"), "hack/autoscaler.mk builds %s", fixes)
 }
 
 func TestRender(t *testing.T) {
