@@ -7,6 +7,7 @@ package autoscaler
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -96,9 +97,7 @@ func Render(in Input) *Objects {
 	name := Name(in.Cluster)
 	meta := func() metav1.ObjectMeta {
 		labels := map[string]string{"app.kubernetes.io/name": "cluster-autoscaler", "app.kubernetes.io/part-of": "knest"}
-		for k, v := range in.Labels {
-			labels[k] = v
-		}
+		maps.Copy(labels, in.Labels)
 		return metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels}
 	}
 	bindingMeta := meta()
@@ -154,8 +153,8 @@ func deployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
 	}
 	const kubeconfigDir = "/etc/knest/tenant"
 	selector := map[string]string{"app.kubernetes.io/name": "cluster-autoscaler", knestv1.ClusterNameLabel: in.Cluster}
-	podMeta := meta
-	podMeta.Name, podMeta.Namespace = "", ""
+	// Its own copy of the labels: the Deployment's and its pods' are not one map.
+	podMeta := metav1.ObjectMeta{Labels: maps.Clone(meta.Labels)}
 	return &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: meta,
