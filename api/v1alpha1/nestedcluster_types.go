@@ -120,6 +120,10 @@ const (
 	// the tenant's cluster-autoscaler runs and reports itself healthy. It does not
 	// count towards Ready: the nodes serve without it.
 	AutoscalerReadyCondition = "AutoscalerReady"
+	// LoadBalancerReadyCondition is present while the load-balancer provider is on:
+	// True when the tenant's cloud controller manager runs. Not part of Ready: the
+	// cluster works without it, only its LoadBalancer Services wait.
+	LoadBalancerReadyCondition = "LoadBalancerReady"
 
 	ReconciledReason             = "Reconciled"
 	ApplyFailedReason            = "ApplyFailed"
@@ -156,11 +160,13 @@ const (
 	// PoolVersionHeldReason: a pool is held at another minor than the control plane,
 	// and Cluster API creates no machines for it (condition WorkersScalable).
 	PoolVersionHeldReason = "PoolVersionHeld"
-	// AutoscalerRunningReason: the autoscaler is available and reports healthy.
-	AutoscalerRunningReason = "Running"
-	// AutoscalerStartingReason: its Deployment is not available yet (its health
-	// check failing included).
-	AutoscalerStartingReason = "Starting"
+	// ProviderRunningReason: a provider's Deployment (the autoscaler, the cloud
+	// controller manager) is available and reports healthy.
+	ProviderRunningReason = "Running"
+	// ProviderStartingReason: its Deployment is not available yet (its health
+	// check failing included; the cloud controller manager waits for the tenant's
+	// API).
+	ProviderStartingReason = "Starting"
 )
 
 // CNI names the network plugin knest installs into the tenant.
@@ -241,9 +247,35 @@ type NestedClusterSpec struct {
 	// +optional
 	Autoscaler AutoscalerSpec `json:"autoscaler,omitempty"`
 
+	// providers are what knest runs on the host for the tenant's own workloads: its
+	// load balancers. Each is on unless turned off here.
+	// +optional
+	Providers ProvidersSpec `json:"providers,omitempty,omitzero"`
+
 	// paused stops knest (and Cluster API) from changing the tenant cluster.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+}
+
+// ProvidersSpec turns the tenant's providers on or off.
+type ProvidersSpec struct {
+	// loadBalancer gives the tenant's Services of type LoadBalancer an address of the
+	// host's load balancer (MetalLB, a cloud's): knest runs a cloud controller manager
+	// for the tenant in its host namespace, which makes a host LoadBalancer Service in
+	// that namespace for each, sending traffic to the tenant's worker VMs.
+	// externalTrafficPolicy Local keeps the client's address.
+	// +optional
+	LoadBalancer LoadBalancerProviderSpec `json:"loadBalancer,omitempty,omitzero"`
+}
+
+// LoadBalancerProviderSpec configures the tenant's load balancers.
+type LoadBalancerProviderSpec struct {
+	// disabled runs no cloud controller manager for the tenant: its LoadBalancer
+	// Services stay without an address, and no host Service is made for them. For a
+	// host without a load balancer implementation. Turning it off deletes the host
+	// Services made so far.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
 }
 
 // BackupSpec schedules etcd snapshots.

@@ -27,6 +27,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -112,6 +113,9 @@ func TestTenantCluster(t *testing.T) {
 	// The host cluster's NetworkPolicy enforcer keeps the tenant's VMs and other
 	// namespaces' pods apart.
 	t.Run("isolated from another namespace's pods", func(t *testing.T) { expectIsolatedFromHostPods(t, alpha) })
+	t.Run("a LoadBalancer Service answers from outside the tenant", func(t *testing.T) {
+		expectLoadBalancerAnswers(t, alpha, tenantClient(t, alpha))
+	})
 	t.Run("control-plane qemu killed: the tenant keeps its objects", func(t *testing.T) {
 		expectControlPlaneSurvivesQemuKill(t, alpha, workers+1)
 	})
@@ -394,16 +398,17 @@ func expectNamespaceEmpty(t *testing.T, ns string) {
 }
 
 // clusterKinds are lists of what a cluster creates in its namespace: CAPI and CAPK
-// objects, VMs, VMIs, virt-launcher pods, volume claims, Secrets, Services,
-// ConfigMaps, NetworkPolicies, a hosted control plane's workloads, and an
-// autoscaler's Deployment, ServiceAccount and RBAC.
+// objects, VMs, VMIs, virt-launcher pods, volume claims, Secrets, Services and
+// their EndpointSlices (the load balancers' too), ConfigMaps, NetworkPolicies, a
+// hosted control plane's workloads, and the autoscaler's and cloud controller
+// manager's Deployments, ServiceAccounts and RBAC.
 func clusterKinds() []client.ObjectList {
 	return []client.ObjectList{
 		&knestv1.NestedClusterList{}, &clusterv1.ClusterList{}, &clusterv1.MachineList{},
 		&clusterv1.MachineDeploymentList{}, &clusterv1.MachineSetList{}, &clusterv1.MachineHealthCheckList{},
 		&kubevirtv1.VirtualMachineList{}, &kubevirtv1.VirtualMachineInstanceList{},
 		&corev1.PodList{}, &corev1.PersistentVolumeClaimList{},
-		&corev1.SecretList{}, &corev1.ServiceList{}, &corev1.ConfigMapList{}, &networkingv1.NetworkPolicyList{},
+		&corev1.SecretList{}, &corev1.ServiceList{}, &discoveryv1.EndpointSliceList{}, &corev1.ConfigMapList{}, &networkingv1.NetworkPolicyList{},
 		&hcpv1.HostedControlPlaneList{}, &appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &batchv1.JobList{},
 		&corev1.ServiceAccountList{}, &rbacv1.RoleList{}, &rbacv1.RoleBindingList{},
 	}

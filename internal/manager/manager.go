@@ -85,7 +85,8 @@ type Options struct {
 	// LeaderElection lets several replicas run with one active.
 	LeaderElection          bool
 	LeaderElectionNamespace string
-	// ToolImage is the knest image that backup and restore Jobs run.
+	// ToolImage is the knest image that backup and restore Jobs run, and (unless
+	// Render.ProviderImage says otherwise) the tenants' cloud controller managers.
 	ToolImage string
 }
 
@@ -93,6 +94,10 @@ type Options struct {
 func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if opts.ToolImage == "" {
 		return nil, errors.New("the knest image that backup Jobs run is not set")
+	}
+	if opts.Render.ProviderImage == "" {
+		// The same image runs `knest etcd` and `knest cloud-controller-manager`.
+		opts.Render.ProviderImage = opts.ToolImage
 	}
 	scheme, err := NewScheme()
 	if err != nil {

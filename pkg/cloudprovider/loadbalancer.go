@@ -91,6 +91,9 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, _ string,
 	if err := l.p.deleteEndpointSlice(ctx, svc); err != nil {
 		return err
 	}
+	if err := l.p.deleteNetworkPolicy(ctx, svc); err != nil {
+		return err
+	}
 	if err := l.p.opts.Host.Delete(ctx, host, client.Preconditions{UID: &host.UID}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("failed to delete host Service %s/%s: %w", host.Namespace, host.Name, err)
 	}
@@ -107,6 +110,9 @@ func (p *Provider) ensure(ctx context.Context, svc *corev1.Service, nodes []*cor
 	if _, err := p.hostService(ctx, svc); err != nil {
 		return nil, err
 	}
+	if err := checkNodePorts(svc); err != nil {
+		return nil, err
+	}
 	desired, err := desiredHostService(p.opts, svc)
 	if err != nil {
 		return nil, err
@@ -120,6 +126,9 @@ func (p *Provider) ensure(ctx context.Context, svc *corev1.Service, nodes []*cor
 	}
 	if host == nil {
 		return nil, fmt.Errorf("host Service %s/%s went away while it was applied", p.opts.Namespace, *desired.Name)
+	}
+	if err := p.applyNetworkPolicy(ctx, svc, host); err != nil {
+		return nil, err
 	}
 
 	if isLocal(svc) {

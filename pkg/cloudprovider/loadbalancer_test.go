@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/cloud-provider/api"
 	"k8s.io/utils/ptr"
@@ -163,4 +164,59 @@ func TestEnsureLoadBalancerRefusesAServiceWithoutNodePorts(t *testing.T) {
 	}
 	_, err := lb.EnsureLoadBalancer(ctx, "blue", svc, nil)
 	g.Expect(err).To(MatchError(ContainSubstring("has no node port")))
+}
+
+// The host NetworkPolicy lets traffic in to the worker VMs on the node ports of the
+// Service, and on nothing else; it follows the ports and goes with the Service.
+func TestLoadBalancerNetworkPolicyOpensOnlyTheNodePorts(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	b := newBed(t, g)
+	lb := loadBalancer(g, b.provider(t, g, "blue"))
+	svc := b.tenantService(g, "web", corev1.ServiceExternalTrafficPolicyCluster, tcp("http", 80), tcp("https", 443))
+	ensure(g, lb, "blue", svc, nil)
+
+	host := b.hostService(g, svc)
+	np := &networkingv1.NetworkPolicy{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: b.host, Name: hostName(svc)}, np)).To(Succeed())
+	g.Expect(np.Spec.PodSelector.MatchLabels).To(Equal(host.Spec.Selector), "the worker VMs the host Service sends to")
+	g.Expect(np.Spec.PolicyTypes).To(Equal([]networkingv1.PolicyType{networkingv1.PolicyTypeIngress}))
+	g.Expect(np.Spec.Ingress).To(HaveLen(1))
+	g.Expect(np.Spec.Ingress[0].From).To(BeEmpty(), "load-balancer traffic comes from anywhere")
+	var ports []intstr.IntOrString
+	for _, p := range np.Spec.Ingress[0].Ports {
+		g.Expect(*p.Protocol).To(Equal(corev1.ProtocolTCP))
+		ports = append(ports, *p.Port)
+	}
+	g.Expect(ports).To(ConsistOf(intstr.FromInt32(svc.Spec.Ports[0].NodePort), intstr.FromInt32(svc.Spec.Ports[1].NodePort)))
+	g.Expect(np.OwnerReferences).To(ConsistOf(HaveField("UID", host.UID)), "goes with the host Service")
+
+	// A port removed from the Service is closed again.
+	svc.Spec.Ports = svc.Spec.Ports[:1]
+	g.Expect(env.Client.Update(ctx, svc)).To(Succeed())
+	ensure(g, lb, "blue", svc, nil)
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: b.host, Name: hostName(svc)}, np)).To(Succeed())
+	g.Expect(np.Spec.Ingress[0].Ports).To(ConsistOf(HaveField("Port", HaveValue(Equal(intstr.FromInt32(svc.Spec.Ports[0].NodePort))))))
+
+	g.Expect(lb.EnsureLoadBalancerDeleted(ctx, "blue", svc)).To(Succeed())
+	err := env.Client.Get(ctx, client.ObjectKey{Namespace: b.host, Name: hostName(svc)}, &networkingv1.NetworkPolicy{})
+	g.Expect(isNotFound(err)).To(BeTrue(), "host NetworkPolicy still there: %v", err)
+}
+
+// A node port outside the node-port range would open another port of the VMs (the
+// kubelet's, SSH): refused, and nothing is made.
+func TestEnsureLoadBalancerRefusesNodePortsOutsideTheRange(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	b := newBed(t, g)
+	lb := loadBalancer(g, b.provider(t, g, "blue"))
+	svc := &corev1.Service{}
+	svc.Name, svc.Namespace, svc.UID = "web", b.tenant, "0000-2222"
+	port := tcp("kubelet", 80)
+	port.NodePort = 10250
+	svc.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{port}}
+	_, err := lb.EnsureLoadBalancer(ctx, "blue", svc, nil)
+	g.Expect(err).To(MatchError(ContainSubstring("outside 30000-32767")))
+	err = env.Client.Get(ctx, client.ObjectKey{Namespace: b.host, Name: hostName(svc)}, &corev1.Service{})
+	g.Expect(isNotFound(err)).To(BeTrue(), "no host Service: %v", err)
 }

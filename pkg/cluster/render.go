@@ -26,6 +26,7 @@ import (
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/autoscaler"
+	"github.com/knest-dev/knest/pkg/ccm"
 	"github.com/knest-dev/knest/pkg/hosted"
 	"github.com/knest-dev/knest/pkg/vmtemplate"
 )
@@ -72,6 +73,9 @@ type Options struct {
 	// AutoscalerImage runs the tenants' cluster-autoscalers (autoscaler.DefaultImage
 	// when empty).
 	AutoscalerImage string
+	// ProviderImage is the knest image, whose `knest cloud-controller-manager` each
+	// tenant's load-balancer provider runs.
+	ProviderImage string
 }
 
 // DefaultNodeStartupTimeout: a nested VM that has not joined in 20 minutes is taken to
@@ -106,6 +110,9 @@ type Graph struct {
 	Isolation *networkingv1.NetworkPolicy
 	// Autoscaler sizes the autoscaled pools; nil when no pool is.
 	Autoscaler *autoscaler.Objects
+	// CloudControllerManager gives the tenant's LoadBalancer Services host load
+	// balancers; nil when spec.providers.loadBalancer.disabled.
+	CloudControllerManager *ccm.Objects
 }
 
 // Pool is the objects of one worker pool.
@@ -135,6 +142,9 @@ func (g *Graph) Objects() []client.Object {
 	}
 	if g.Autoscaler != nil {
 		objs = append(objs, g.Autoscaler.List()...)
+	}
+	if g.CloudControllerManager != nil {
+		objs = append(objs, g.CloudControllerManager.List()...)
 	}
 	return objs
 }
@@ -177,6 +187,13 @@ func Render(nc *knestv1.NestedCluster, opts Options) (*Graph, error) {
 		g.CNI = r.clusterResourceSet(g.CNIConfigMap.Name)
 	}
 	g.Autoscaler = r.autoscaler(g.Pools)
+	if !nc.Spec.Providers.LoadBalancer.Disabled {
+		g.CloudControllerManager = ccm.Render(ccm.Input{
+			Cluster: r.name, Namespace: r.ns, Image: r.opts.ProviderImage,
+			KubeconfigSecret: KubeconfigSecretName(r.name),
+			Labels:           r.meta("", "").Labels,
+		})
+	}
 	return g, nil
 }
 

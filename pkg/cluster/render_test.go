@@ -48,6 +48,7 @@ func TestRenderNamesAndLabels(t *testing.T) {
 		"KubevirtMachineTemplate", "KubeadmConfigTemplate", "MachineDeployment", "MachineHealthCheck",
 		"KubevirtMachineTemplate", "KubeadmConfigTemplate", "MachineDeployment", "MachineHealthCheck",
 		"ConfigMap", "ClusterResourceSet",
+		"ServiceAccount", "Role", "RoleBinding", "Deployment", // the cloud controller manager
 	}))
 	g.Expect(graph.Cluster.Name).To(Equal("demo"))
 	g.Expect(graph.Cluster.Spec.ClusterNetwork.Pods.CIDRBlocks).To(Equal([]string{knestv1.DefaultPodCIDR}))
@@ -105,11 +106,13 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	nc.Spec.ControlPlane.RootDisk = knestv1.RootDiskSpec{Type: knestv1.RootDiskDataVolume, Size: ptr(resource.MustParse("20Gi")), StorageClassName: "fast"}
 	nc.Spec.ControlPlane.KernelBoot = &knestv1.KernelBootSpec{Image: "knest/node-kernel:" + knestv1.DefaultVersion}
 	nc.Spec.Paused = true
+	nc.Spec.Providers.LoadBalancer.Disabled = true
 	cluster.Default(nc)
 
 	graph, err := cluster.Render(nc, cluster.Options{NodeImageRepository: "registry.local/knest/node", BootstrapCheck: cluster.BootstrapCheckNone})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(graph.CNI).To(BeNil())
+	g.Expect(graph.CloudControllerManager).To(BeNil())
 	g.Expect(graph.Objects()).To(HaveLen(14))
 	g.Expect(*graph.Cluster.Spec.Paused).To(BeTrue())
 	g.Expect(string(graph.KubevirtCluster.Spec.ControlPlaneServiceTemplate.Spec.Type)).To(Equal("LoadBalancer"))

@@ -43,7 +43,7 @@ func TestAutoscalerFollowsAutoscaledPools(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		get(g, nc)
 		g.Expect(conditions.Get(nc, knestv1.AutoscalerReadyCondition)).To(And(
-			HaveField("Status", BeEquivalentTo(corev1.ConditionFalse)), HaveField("Reason", knestv1.AutoscalerStartingReason)))
+			HaveField("Status", BeEquivalentTo(corev1.ConditionFalse)), HaveField("Reason", knestv1.ProviderStartingReason)))
 	}, timeout, interval).Should(Succeed())
 
 	// Its pod passes the health check: no kubelet runs here, so say so in its status.
@@ -54,7 +54,7 @@ func TestAutoscalerFollowsAutoscaledPools(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		get(g, nc)
 		g.Expect(conditions.Get(nc, knestv1.AutoscalerReadyCondition)).To(And(
-			HaveField("Status", BeEquivalentTo(corev1.ConditionTrue)), HaveField("Reason", knestv1.AutoscalerRunningReason)))
+			HaveField("Status", BeEquivalentTo(corev1.ConditionTrue)), HaveField("Reason", knestv1.ProviderRunningReason)))
 	}, timeout, interval).Should(Succeed())
 
 	// Bounds changed: the autoscaler keeps running with the same rights.

@@ -115,6 +115,9 @@ type scope struct {
 	// autoscaler is the tenant's cluster-autoscaler Deployment; nil when no pool
 	// is autoscaled.
 	autoscaler *appsv1.Deployment
+	// cloudControllerManager is the tenant's load-balancer provider's Deployment;
+	// nil when it is turned off.
+	cloudControllerManager *appsv1.Deployment
 	// applyErr is the first failure to bring the graph in line with the spec.
 	applyErr error
 	// heldVersion is the version still rolling out while spec.version asks for

@@ -81,7 +81,7 @@ func TestCreateAppliesAGraphTheRealSchemasAccept(t *testing.T) {
 	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
 
 	graph := waitForGraph(g, nc)
-	g.Expect(graph.Objects()).To(HaveLen(16))
+	g.Expect(graph.Objects()).To(HaveLen(20))
 
 	g.Eventually(func(g Gomega) {
 		get(g, nc)
@@ -490,6 +490,10 @@ func testDeleteWaitsForClusterAPI(t *testing.T, mode knestv1.ControlPlaneMode) {
 		return env.Client.Update(ctx, c)
 	}, timeout, interval).Should(Succeed())
 
+	// A load balancer the tenant's cloud controller manager made: no one else
+	// deletes it once the tenant is gone.
+	loadBalancer := hostLoadBalancer(g, nc.Namespace, nc.Name, "a1")
+
 	g.Expect(env.Client.Delete(ctx, nc)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		get(g, c)
@@ -512,7 +516,7 @@ func testDeleteWaitsForClusterAPI(t *testing.T, mode knestv1.ControlPlaneMode) {
 	}, timeout, interval).Should(BeTrue())
 
 	// Everything else goes with the garbage collector (kube-controller-manager).
-	for _, obj := range graph.Objects() {
+	for _, obj := range append(graph.Objects(), loadBalancer...) {
 		g.Eventually(func() bool {
 			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)))
 		}, time.Minute, interval).Should(BeTrue(), "%T %s", obj, obj.GetName())

@@ -84,6 +84,13 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 			s.applyErr = err
 			return err
 		}
+		if graph.CloudControllerManager == nil {
+			// Turned off: the host load balancers it made go too.
+			if err := r.deleteLoadBalancers(ctx, s.nc); err != nil {
+				s.applyErr = err
+				return err
+			}
+		}
 	}
 	return r.observe(ctx, s)
 }
@@ -159,6 +166,12 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 	if a := s.graph.Autoscaler; a != nil {
 		s.autoscaler = &appsv1.Deployment{}
 		if err := r.get(ctx, ns, a.Deployment.Name, s.autoscaler); err != nil {
+			return err
+		}
+	}
+	if c := s.graph.CloudControllerManager; c != nil {
+		s.cloudControllerManager = &appsv1.Deployment{}
+		if err := r.get(ctx, ns, c.Deployment.Name, s.cloudControllerManager); err != nil {
 			return err
 		}
 	}
@@ -305,6 +318,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.nc.Namespace, Name: s.nc.Name}, c)
 	switch {
 	case apierrors.IsNotFound(err):
+		// The VMs are gone, and with them the tenant whose Services the host load
+		// balancers stood for: nothing else would delete them.
+		if err := r.deleteLoadBalancers(ctx, s.nc); err != nil {
+			return err
+		}
 		controllerutil.RemoveFinalizer(s.nc, knestv1.Finalizer)
 		return nil
 	case err != nil:

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -31,6 +32,7 @@ var ownedConditions = []string{
 	knestv1.EtcdPersistentCondition,
 	knestv1.WorkersScalableCondition,
 	knestv1.AutoscalerReadyCondition,
+	knestv1.LoadBalancerReadyCondition,
 }
 
 // summarize computes the NestedCluster's status from what one reconcile observed.
@@ -86,6 +88,7 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 	setEtcdPersistentCondition(nc, s)
 	setWorkersScalableCondition(nc)
 	setAutoscalerReadyCondition(nc, s)
+	setLoadBalancerReadyCondition(nc, s)
 	setReadyCondition(nc)
 	st.Phase = phase(nc, s, initialized)
 }
@@ -232,13 +235,29 @@ func setAutoscalerReadyCondition(nc *knestv1.NestedCluster, s *scope) {
 		conditions.Delete(nc, knestv1.AutoscalerReadyCondition)
 		return
 	}
-	cond := metav1.Condition{Type: knestv1.AutoscalerReadyCondition, Status: metav1.ConditionFalse, Reason: knestv1.AutoscalerStartingReason,
-		Message: fmt.Sprintf("Deployment %s has no available pod yet", s.graph.Autoscaler.Deployment.Name)}
-	if d := s.autoscaler; d != nil && d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas > 0 {
-		cond.Status, cond.Reason = metav1.ConditionTrue, knestv1.AutoscalerRunningReason
-		cond.Message = fmt.Sprintf("Deployment %s is available and passes its health check", d.Name)
+	conditions.Set(nc, deploymentCondition(knestv1.AutoscalerReadyCondition, s.graph.Autoscaler.Deployment.Name, s.autoscaler))
+}
+
+// setLoadBalancerReadyCondition says whether the tenant's cloud controller manager
+// runs: its Deployment has an available pod, ready once it has read the tenant's
+// Services and Nodes. Absent while the provider is turned off.
+func setLoadBalancerReadyCondition(nc *knestv1.NestedCluster, s *scope) {
+	if s.graph == nil || s.graph.CloudControllerManager == nil {
+		conditions.Delete(nc, knestv1.LoadBalancerReadyCondition)
+		return
 	}
-	conditions.Set(nc, cond)
+	conditions.Set(nc, deploymentCondition(knestv1.LoadBalancerReadyCondition, s.graph.CloudControllerManager.Deployment.Name, s.cloudControllerManager))
+}
+
+// deploymentCondition is condition t of a provider that one Deployment runs: True
+// (Running) once it has an available pod at its current generation.
+func deploymentCondition(t, name string, d *appsv1.Deployment) metav1.Condition {
+	if d != nil && d.Status.ObservedGeneration >= d.Generation && d.Status.AvailableReplicas > 0 {
+		return metav1.Condition{Type: t, Status: metav1.ConditionTrue, Reason: knestv1.ProviderRunningReason,
+			Message: fmt.Sprintf("Deployment %s is available and passes its health check", name)}
+	}
+	return metav1.Condition{Type: t, Status: metav1.ConditionFalse, Reason: knestv1.ProviderStartingReason,
+		Message: fmt.Sprintf("Deployment %s has no available pod yet", name)}
 }
 
 // setWorkersScalableCondition says which pools Cluster API creates no machines for

@@ -10,6 +10,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/knest-dev/knest/pkg/cmd/knest/backup"
+	"github.com/knest-dev/knest/pkg/cmd/knest/cloudcontroller"
 	"github.com/knest-dev/knest/pkg/cmd/knest/controller"
 	"github.com/knest-dev/knest/pkg/cmd/knest/create"
 	"github.com/knest-dev/knest/pkg/cmd/knest/delete"
@@ -69,6 +70,7 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	cmd.AddCommand(version.NewCommand(logger, streams))
 	cmd.AddCommand(controller.NewCommand(logger, streams))
 	cmd.AddCommand(etcd.NewCommand())
+	cmd.AddCommand(cloudcontroller.NewCommand())
 	// cobra adds its `completion` command (bash, zsh, fish, powershell) on Execute.
 	return cmd
 }

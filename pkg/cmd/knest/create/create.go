@@ -39,6 +39,7 @@ type flagpole struct {
 	EtcdStorageClass   string
 	EtcdSize           string
 	EtcdEphemeral      bool
+	NoLoadBalancer     bool
 	EtcdMembers        int32
 
 	PodCIDR     string
@@ -107,6 +108,7 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fs.StringVar(&flags.EtcdSize, "etcd-size", "", "size of etcd's volume, 1Gi to 64Gi; etcd's quota is 3/4 of it (default 2Gi)")
 	fs.Int32Var(&flags.EtcdMembers, "etcd-members", 0, "members of a hosted etcd, each on its own volume: 1 or 3, which keeps the API writable while one is lost (default 1)")
 	fs.BoolVar(&flags.EtcdEphemeral, "etcd-ephemeral", false, "keep etcd off any volume: the tenant's objects are lost with the etcd pod or control-plane VM")
+	fs.BoolVar(&flags.NoLoadBalancer, "no-load-balancer", false, "run no cloud controller manager for the tenant, for a host without a load balancer: its LoadBalancer Services get no address")
 	fs.StringVar(&flags.PodCIDR, "pod-cidr", "", "tenant pod network, IPv4 /8 to /24 (default "+knestv1.DefaultPodCIDR+")")
 	fs.StringVar(&flags.ServiceCIDR, "service-cidr", "", "tenant service network, IPv4 /12 to /24 (default "+knestv1.DefaultServiceCIDR+")")
 	fs.StringVar(&flags.DNSDomain, "dns-domain", "", "tenant cluster DNS domain (default "+knestv1.DefaultDNSDomain+")")

@@ -262,6 +262,8 @@ func TestDryRunShowGraph(t *testing.T) {
 				"ConfigMap":               1,
 				"ClusterResourceSet":      1,
 				"NetworkPolicy":           1,
+				// The cloud controller manager.
+				"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1,
 			}))
 
 			// The NestedCluster is what the API server would store: defaulted.
@@ -296,6 +298,10 @@ func TestDryRunShowGraphHosted(t *testing.T) {
 		"ConfigMap":               1,
 		"ClusterResourceSet":      1,
 		"NetworkPolicy":           1,
+		"ServiceAccount":          1,
+		"Role":                    1,
+		"RoleBinding":             1,
+		"Deployment":              1,
 	}))
 }
 
@@ -340,4 +346,28 @@ func TestDryRunRoundTripsThroughFile(t *testing.T) {
 	third, _, err := run(t, "", "create", "demo", "-f", path, "--dry-run", "-o", "yaml")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(third).To(Equal(first))
+}
+
+// The load-balancer provider is on unless --no-load-balancer turns it off, and the
+// graph then has no cloud controller manager.
+func TestCreateLoadBalancerProvider(t *testing.T) {
+	g := NewWithT(t)
+	for _, tc := range []struct {
+		args     []string
+		disabled bool
+	}{{nil, false}, {[]string{"--no-load-balancer"}, true}} {
+		stdout, _, err := run(t, "", append([]string{"create", "web", "--dry-run", "-o", "json"}, tc.args...)...)
+		g.Expect(err).NotTo(HaveOccurred())
+		nc := &knestv1.NestedCluster{}
+		g.Expect(json.Unmarshal([]byte(stdout), nc)).To(Succeed())
+		g.Expect(nc.Spec.Providers.LoadBalancer.Disabled).To(Equal(tc.disabled), "%v", tc.args)
+
+		stdout, _, err = run(t, "", append([]string{"create", "web", "--dry-run", "--show-graph"}, tc.args...)...)
+		g.Expect(err).NotTo(HaveOccurred())
+		if tc.disabled {
+			g.Expect(stdout).NotTo(ContainSubstring("web-cloud-controller-manager"))
+		} else {
+			g.Expect(stdout).To(ContainSubstring("name: web-cloud-controller-manager"))
+		}
+	}
 }

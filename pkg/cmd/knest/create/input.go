@@ -161,6 +161,7 @@ func fromFlags(cmd *cobra.Command, flags *flagpole, args []string) (*knestv1.Nes
 		s.ControlPlane.RootDisk = machine.RootDisk
 	}
 	s.ControlPlane.Etcd = knestv1.EtcdSpec{Members: flags.EtcdMembers, StorageClassName: flags.EtcdStorageClass, Ephemeral: flags.EtcdEphemeral}
+	s.Providers.LoadBalancer.Disabled = flags.NoLoadBalancer
 	if s.ControlPlane.Etcd.Size, err = quantityFlag("etcd-size", flags.EtcdSize, "is not a size: use a quantity such as 4Gi", "4Gi"); err != nil {
 		return nil, err
 	}
