@@ -143,5 +143,6 @@ bench: testbin ## Benchmark the controller against the test bed (docs/benchmark.
 include hack/providers.mk
 include hack/kubevirt.mk
 include hack/autoscaler.mk
+include hack/csi.mk
 include hack/kind.mk
 include hack/e2e.mk
