@@ -40,12 +40,20 @@ import (
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 // DriverName is the CSI driver's name, as a tenant StorageClass's provisioner.
 const DriverName = "csi.knest.dev"
+
+// Version is the driver's vendor version and the tag of its image
+// (pkg/csi/deploy.DefaultImage). Change it with every change of the driver that goes
+// into an image: a tenant node runs the image its node image preloaded under that
+// tag, and the host loads it under the same one.
+const Version = "v0.1.0"
 
 // PublishContextSerial is the key of the disk serial in ControllerPublishVolume's
 // publish_context, which the node service looks the disk up by.
@@ -106,7 +114,8 @@ func (i *Identity) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeRe
 
 // Run serves servers (each an identity, controller or node server, or several of
 // them) on the unix socket endpoint ("unix:///path" or a path) until ctx is done. A
-// stale socket file at the path is removed first.
+// stale socket file at the path is removed first. Each call's context carries ctx's
+// logger (ctrl.LoggerFrom), with the call's method.
 func Run(ctx context.Context, endpoint string, servers ...any) error {
 	path := strings.TrimPrefix(endpoint, "unix://")
 	if path == "" {
@@ -119,7 +128,7 @@ func Run(ctx context.Context, endpoint string, servers ...any) error {
 	if err != nil {
 		return fmt.Errorf("failed to listen on %s: %w", path, err)
 	}
-	s := grpc.NewServer()
+	s := grpc.NewServer(grpc.UnaryInterceptor(WithLogger(ctrl.LoggerFrom(ctx))))
 	for _, srv := range servers {
 		registered := false
 		if v, ok := srv.(csi.IdentityServer); ok {
@@ -153,4 +162,12 @@ func Run(ctx context.Context, endpoint string, servers ...any) error {
 		return fmt.Errorf("failed to serve CSI on %s: %w", path, err)
 	}
 	return nil
+}
+
+// WithLogger is a gRPC interceptor that puts log, with the method called, into each
+// call's context, where ctrl.LoggerFrom finds it.
+func WithLogger(log logr.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		return handler(logr.NewContext(ctx, log.WithValues("method", info.FullMethod)), req)
+	}
 }
