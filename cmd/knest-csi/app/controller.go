@@ -1,0 +1,106 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestcsi "github.com/knest-dev/knest/pkg/csi"
+	"github.com/knest-dev/knest/pkg/csi/controller"
+)
+
+// DefaultHotplugWait is how long a publish or unpublish call waits for KubeVirt's
+// hot-plug: below csi-attacher's own call timeout (--timeout, 15 s by default), so
+// that a slow hot-plug answers Unavailable and is asked again rather than timed out.
+const DefaultHotplugWait = 10 * time.Second
+
+type controllerFlags struct {
+	namespace, cluster string
+	kubeconfig         string
+	hotplugWait        time.Duration
+}
+
+func newControllerCommand(logs io.Writer, o *options) *cobra.Command {
+	f := &controllerFlags{}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Serve the CSI identity and controller services on the host, for one tenant",
+		Long: "Serves the CSI identity and controller services for the tenant cluster --cluster,\n" +
+			"whose host namespace is --namespace: volumes are PVCs there, hot-plugged into the\n" +
+			"tenant's node VMs. Runs beside csi-provisioner and csi-attacher, which watch the\n" +
+			"tenant's API and call it over --endpoint. It talks to the host's API in-cluster\n" +
+			"(the pod's service account) unless --kubeconfig is given.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runController(cmd.Context(), logs, o, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.namespace, "namespace", "", "The tenant's host namespace, where its volumes (PVCs) and node VMs are (required)")
+	fl.StringVar(&f.cluster, "cluster", "", "The tenant's cluster name, as Cluster API's cluster-name label on its VMs (required)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig of the host cluster; empty: in-cluster")
+	fl.DurationVar(&f.hotplugWait, "hotplug-wait", DefaultHotplugWait, "How long a publish or unpublish call waits for KubeVirt's hot-plug before it answers Unavailable (the attacher calls again)")
+	return cmd
+}
+
+func runController(ctx context.Context, logs io.Writer, o *options, f *controllerFlags) error {
+	if f.namespace == "" || f.cluster == "" {
+		return errors.New("--namespace and --cluster are required")
+	}
+	log := o.logger(logs).WithValues("namespace", f.namespace, "cluster", f.cluster)
+	ctrl.SetLogger(log)
+	cfg, err := hostConfig(f.kubeconfig)
+	if err != nil {
+		return err
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, kubevirtv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return fmt.Errorf("failed to build the scheme: %w", err)
+		}
+	}
+	// No cache: the driver reads one PVC or VM per call, and its Role grants no
+	// list or watch of VMs.
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("failed to create a client of the host cluster: %w", err)
+	}
+	c = client.NewNamespacedClient(c, f.namespace)
+	vms, err := controller.NewVMs(cfg, c)
+	if err != nil {
+		return err
+	}
+	srv, err := controller.New(controller.Config{
+		Client: c, VMs: vms, Namespace: f.namespace, ClusterName: f.cluster, HotplugWait: f.hotplugWait,
+	})
+	if err != nil {
+		return err
+	}
+	return o.serve(ctx, log, []any{&knestcsi.Identity{Version: knestcsi.Version}, srv})
+}
+
+func hostConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("failed to load --kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("failed to get the in-cluster config of the host (run in a pod, or give --kubeconfig): %w", err)
+	}
+	return cfg, nil
+}
