@@ -1,0 +1,207 @@
+package deploy
+
+import (
+	"fmt"
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/autoscaler"
+	"github.com/knest-dev/knest/pkg/csi/controller"
+	"github.com/knest-dev/knest/pkg/podsec"
+)
+
+// ControllerName is the name of the host Deployment, ServiceAccount, Role and
+// RoleBinding of cluster's CSI controller.
+func ControllerName(cluster string) string { return cluster + "-csi-controller" }
+
+// ControllerUID is the user the controller's containers run as (distroless's nonroot).
+const ControllerUID = 65532
+
+// HostObjects are the driver's controller on the host, in the tenant's namespace.
+type HostObjects struct {
+	ServiceAccount *corev1.ServiceAccount
+	Role           *rbacv1.Role
+	RoleBinding    *rbacv1.RoleBinding
+	Deployment     *appsv1.Deployment
+}
+
+// List is the objects in the order a fresh apply creates them.
+func (o *HostObjects) List() []client.Object {
+	return []client.Object{o.ServiceAccount, o.Role, o.RoleBinding, o.Deployment}
+}
+
+const controllerComponent = "knest-csi-controller"
+
+func renderHost(in Input) *HostObjects {
+	name := ControllerName(in.Cluster)
+	meta := func() metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels(controllerComponent, in.Labels)}
+	}
+	bindingMeta := meta()
+	// The knest controller caches only the RoleBindings it made, by this label.
+	bindingMeta.Labels[autoscaler.AccessLabel] = "csi"
+	return &HostObjects{
+		ServiceAccount: &corev1.ServiceAccount{
+			TypeMeta:   typeMeta("v1", "ServiceAccount"),
+			ObjectMeta: meta(),
+			// Only the driver's container gets a token (projected); the sidecars,
+			// which talk to the tenant, get none of the host.
+			AutomountServiceAccountToken: ptr.To(false),
+		},
+		Role: &rbacv1.Role{
+			TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "Role"),
+			ObjectMeta: meta(),
+			Rules:      ControllerRules(),
+		},
+		RoleBinding: &rbacv1.RoleBinding{
+			TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"),
+			ObjectMeta: bindingMeta,
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: in.Namespace}},
+		},
+		Deployment: controllerDeployment(in, meta()),
+	}
+}
+
+// ControllerRules are what pkg/csi/controller does in the tenant's namespace, with a
+// client that reads one object at a time (no cache, so no list or watch): it
+// creates, reads, annotates and grows (update) and deletes the host PVCs of the
+// tenant's volumes; reads a node's VirtualMachine and its running instance; and
+// hot-plugs and unplugs volumes with virt-api's VM subresources addvolume and
+// removevolume (PUT, which RBAC calls update, as KubeVirt's own kubevirt.io:edit
+// role grants them). Names cannot narrow it: volumes are created by name at run
+// time, and tenants that share a namespace share these rights; the driver acts only
+// on PVCs and VMs labelled with its own cluster.
+func ControllerRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "create", "update", "delete"}},
+		{APIGroups: []string{kubevirtv1.SchemeGroupVersion.Group}, Resources: []string{"virtualmachines", "virtualmachineinstances"}, Verbs: []string{"get"}},
+		{
+			APIGroups: []string{controller.SubresourceGroupVersion.Group},
+			Resources: []string{"virtualmachines/addvolume", "virtualmachines/removevolume"},
+			Verbs:     []string{"update"},
+		},
+	}
+}
+
+var (
+	driverResources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+	}
+	sidecarResources = corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+	}
+)
+
+// tenantKubeconfigDir is where the sidecars find the tenant's admin kubeconfig.
+const tenantKubeconfigDir = "/etc/knest/tenant"
+
+// serviceAccountDir is where client-go's in-cluster config reads the token.
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+func controllerDeployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
+	selector := map[string]string{"app.kubernetes.io/name": controllerComponent, knestv1.ClusterNameLabel: in.Cluster}
+	// Its own copy of the labels: the Deployment's and its pods' are not one map.
+	podMeta := metav1.ObjectMeta{Labels: maps.Clone(meta.Labels)}
+	maps.Copy(podMeta.Labels, selector)
+	socket := corev1.VolumeMount{Name: "socket-dir", MountPath: socketDir}
+	tenant := corev1.VolumeMount{Name: "tenant-kubeconfig", MountPath: tenantKubeconfigDir, ReadOnly: true}
+	address := "--csi-address=" + socketDir + "/csi.sock"
+	kubeconfig := "--kubeconfig=" + tenantKubeconfigDir + "/value"
+	sidecar := func(name, image string, args ...string) corev1.Container {
+		return corev1.Container{
+			Name:            name,
+			Image:           image,
+			Args:            append([]string{address, kubeconfig, "--leader-election=false", "--v=2"}, args...),
+			Resources:       *sidecarResources.DeepCopy(),
+			SecurityContext: podsec.Container(),
+			VolumeMounts:    []corev1.VolumeMount{socket, tenant},
+		}
+	}
+	return &appsv1.Deployment{
+		TypeMeta:   typeMeta("apps/v1", "Deployment"),
+		ObjectMeta: meta,
+		Spec: appsv1.DeploymentSpec{
+			// One at a time: the sidecars run without leader election (its lease
+			// would live in the tenant).
+			Replicas: ptr.To[int32](1),
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Selector: &metav1.LabelSelector{MatchLabels: selector},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: podMeta,
+				Spec: corev1.PodSpec{
+					ServiceAccountName:           meta.Name,
+					AutomountServiceAccountToken: ptr.To(false),
+					SecurityContext:              podsec.Pod(ControllerUID),
+					Containers: []corev1.Container{
+						{
+							Name:  "knest-csi",
+							Image: in.Images.Driver,
+							Args: []string{
+								"controller",
+								"--namespace=" + in.Namespace,
+								"--cluster=" + in.Cluster,
+								"--endpoint=unix://" + socketDir + "/csi.sock",
+								"--health-address=" + healthAddress(),
+							},
+							Ports:           []corev1.ContainerPort{{Name: "healthz", ContainerPort: healthPort, Protocol: corev1.ProtocolTCP}},
+							LivenessProbe:   livenessProbe(),
+							Resources:       *driverResources.DeepCopy(),
+							SecurityContext: podsec.Container(),
+							VolumeMounts: []corev1.VolumeMount{socket,
+								{Name: "host-token", MountPath: serviceAccountDir, ReadOnly: true}},
+						},
+						// Creates and deletes volumes for the tenant's claims. Without
+						// topology: a volume can be hot-plugged into any node's VM.
+						sidecar("csi-provisioner", in.Images.Provisioner, "--default-fstype=ext4"),
+						// Publishes volumes to nodes (VolumeAttachments); the driver
+						// answers Unavailable while KubeVirt hot-plugs and is called again.
+						sidecar("csi-attacher", in.Images.Attacher),
+					},
+					Volumes: []corev1.Volume{
+						{Name: "socket-dir", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+						{Name: "tenant-kubeconfig", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+							SecretName: in.KubeconfigSecret,
+							Items:      []corev1.KeyToPath{{Key: "value", Path: "value"}},
+						}}},
+						hostTokenVolume(),
+					},
+				},
+			},
+		},
+	}
+}
+
+// hostTokenVolume is what the service account admission would mount in every
+// container, for the driver's container only: a bound token, the cluster's CA and
+// the namespace, where client-go's in-cluster config looks.
+func hostTokenVolume() corev1.Volume {
+	return corev1.Volume{Name: "host-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
+			{ConfigMap: &corev1.ConfigMapProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
+				Items:                []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
+			}},
+			{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{
+				Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"},
+			}}}},
+		},
+	}}}
+}
+
+func healthAddress() string { return fmt.Sprintf(":%d", healthPort) }
+
+func intOrName(name string) intstr.IntOrString { return intstr.FromString(name) }
