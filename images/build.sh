@@ -7,6 +7,7 @@
 #   bin/<name>-<ver>/  containerd, runc, etcd, coredns, flanneld, the flannel CNI plugin,
 #                      konnectivity, agnhost (Kubernetes' e2e test image, for knest's
 #                      e2e suite)
+#   bin/knest-csi/<digest>/  knest's CSI driver (cmd/knest-csi), built from this checkout
 #   images/<hash>/     images.tar: the preloaded container images (OCI archive)
 #   hosted/<hash>/     hosted-images.tar: the images of a hosted control plane (OCI archive)
 #   disk/<version>-<hash>/  disk.raw as assembled, images not yet imported
@@ -168,6 +169,10 @@ kubeadm_ref=knest.local/kubeadm:$version
 # Kubernetes' own e2e test image (its webhook subcommand is the e2e suite's tenant
 # admission webhook); test-only, preloaded because a tenant node pulls nothing.
 agnhost_ref=knest.local/agnhost:$version
+# knest's CSI driver (cmd/knest-csi): its node plugin runs on every tenant node, from
+# the image the controller renders (pkg/csi/deploy.DefaultImage, read here).
+knest_csi_ref=$(sed -n 's/^\s*DefaultImage\s*=\s*"\(.*\)"$/\1/p' "$repo/pkg/csi/deploy/deploy.go")
+[ -n "$knest_csi_ref" ] || die "cannot read DefaultImage from pkg/csi/deploy/deploy.go"
 # The flannel CNI plugin's own repository is not served by the Go module proxy; the
 # plugin lived in containernetworking/plugins until v0.9.1, which is what we build.
 flannel_cni_version=${FLANNEL_CNI_VERSION:-v0.9.1}
@@ -230,6 +235,17 @@ agnhost=$bin/agnhost-$version/agnhost
 "$here/scripts/build-kube.sh" "$version" "$cache/kube-mod/$version" "$(dirname "$agnhost")" agnhost
 proxy_server=$bin/konnectivity-$konnectivity_version/proxy-server
 proxy_agent=$bin/konnectivity-$konnectivity_version/proxy-agent
+# knest-csi from this checkout (Go's build cache makes an unchanged one quick), kept
+# by its digest: a changed driver is a new file, and a new images step.
+log "knest-csi from $repo"
+mkdir -p "$bin/knest-csi"
+(cd "$repo" && CGO_ENABLED=0 $GO build -trimpath -ldflags '-s -w' -o "$bin/knest-csi/knest-csi.tmp" ./cmd/knest-csi)
+knest_csi=$bin/knest-csi/$(sha256sum "$bin/knest-csi/knest-csi.tmp" | cut -c1-12)/knest-csi
+if [ -e "$knest_csi" ]; then
+	rm "$bin/knest-csi/knest-csi.tmp"
+else
+	mkdir -p "$(dirname "$knest_csi")" && mv "$bin/knest-csi/knest-csi.tmp" "$knest_csi"
+fi
 tools_hash=$(hash_inputs "$here/tools/go.mod" "$here/tools/go.sum" "$here/tools/cmd")
 tools=$cache/tools/$tools_hash
 build_tools() {
@@ -286,7 +302,7 @@ images_hash=$(hash_inputs "${kubeadm_images[*]} ${coredns_refs[*]} $flannel_ref 
 	"$kube/kube-apiserver" "$kube/kube-controller-manager" "$kube/kube-scheduler" "$kube/kube-proxy" \
 	"$bin/etcd-$etcd_version/etcd" "${coredns_bins[@]}" \
 	"$bin/flannel-$flannel_version/flanneld" "$bin/cni-flannel-$flannel_cni_version/flannel" \
-	"$proxy_agent_ref" "$proxy_agent" "$agnhost_ref" "$agnhost")
+	"$proxy_agent_ref" "$proxy_agent" "$agnhost_ref" "$agnhost" "$knest_csi_ref" "$knest_csi")
 images=$cache/images/$images_hash
 # Spec lines of the images both archives have (the node's and the hosted one), so that
 # an image has the same digest in both.
@@ -323,13 +339,14 @@ done)
 $(spec_pause)
 $(spec_proxy "$proxy_agent_ref" "$proxy_agent")
  {"ref": "$agnhost_ref", "layers": [{"files": [{"src": "$agnhost", "dst": "/agnhost", "mode": "0755"}]}], "entrypoint": ["/agnhost"]},
+ {"ref": "$knest_csi_ref", "layers": [{"files": [{"src": "$knest_csi", "dst": "/knest-csi", "mode": "0755"}]}], "entrypoint": ["/knest-csi"]},
  {"ref": "$flannel_ref", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$bin/flannel-$flannel_version/flanneld", "dst": "/opt/bin/flanneld", "mode": "0755"}]}], "entrypoint": ["/opt/bin/flanneld"]},
  {"ref": "$flannel_cni_ref", "layers": [{"trees": [{"src": "$utils/tree", "dst": "/"}]}, {"files": [{"src": "$bin/cni-flannel-$flannel_cni_version/flannel", "dst": "/flannel", "mode": "0755"}]}]}
 ]}
 EOF
 	log "writing the preloaded images archive"
 	"$tools/ociimage" containers -spec "$tmp/spec.json" -out "$tmp/images.tar"
-	printf '%s\n' "${kubeadm_images[@]}" "${coredns_refs[@]}" "$flannel_ref" "$flannel_cni_ref" "$proxy_agent_ref" "$agnhost_ref" |
+	printf '%s\n' "${kubeadm_images[@]}" "${coredns_refs[@]}" "$flannel_ref" "$flannel_cni_ref" "$proxy_agent_ref" "$agnhost_ref" "$knest_csi_ref" |
 		awk '!seen[$0]++' >"$tmp/refs.txt"
 }
 step "$images" build_images
