@@ -39,7 +39,8 @@ KIND_ENV = KNEST_CACHE=$(KNEST_CACHE) GO=$(GO) KIND=$(KIND) KIND_ENGINE=$(KIND_E
 	NODE_KUBE_VERSION=$(NODE_KUBE_VERSION) NODE_IMAGE_VERSIONS="$(NODE_IMAGE_VERSIONS)" NODE_IMAGES_DIR=$(NODE_IMAGES_DIR) \
 	KIND_KUBE_VERSION=$(KUBE_VERSION) KIND_NODE_DIR=$(KIND_NODE_DIR) \
 	KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBEVIRT_IMAGES_DIR=$(KUBEVIRT_IMAGES_DIR) PROVIDERS_DIR=$(PROVIDERS_DIR) PROVIDERS_INSTALL=$(PROVIDERS_INSTALL) \
-	AUTOSCALER_VERSION=$(AUTOSCALER_VERSION) AUTOSCALER_DIR=$(AUTOSCALER_DIR)
+	AUTOSCALER_VERSION=$(AUTOSCALER_VERSION) AUTOSCALER_DIR=$(AUTOSCALER_DIR) \
+	CSI_PROVISIONER=$(CSI_PROVISIONER) CSI_ATTACHER=$(CSI_ATTACHER)
 
 .PHONY: kind-tools
 kind-tools: $(KIND) ## Build kind from its module; install podman and runc unless a Docker engine answers.
@@ -73,7 +74,7 @@ kind-providers-test: testbin node-image
 
 # Everything up.sh needs, for NODE_KUBE_VERSION (make e2e-upgrade adds node-images).
 KIND_PREREQS := kind-tools kind-node-image node-image kubevirt-images providers kind-providers-test \
-	$(PROVIDERS_INSTALL)/components.yaml autoscaler
+	$(PROVIDERS_INSTALL)/components.yaml autoscaler csi-sidecars
 
 .PHONY: kind-up
 kind-up: $(KIND_PREREQS) ## Create or update the kind host cluster: KubeVirt, CAPI + CAPK, knest, the cluster-autoscaler image, node images (NODE_IMAGE_VERSIONS).

@@ -120,6 +120,12 @@ CGO_ENABLED=0 "$GO" build -trimpath -ldflags '-s -w' -o "$tmp/knest" ./cmd/knest
 localpath_dir=$(cd hack/tools/kind/localpath && "$GO" list -m -f '{{.Dir}}' github.com/rancher/local-path-provisioner)
 localpath_version=$(cd hack/tools/kind/localpath && "$GO" list -m -f '{{.Version}}' github.com/rancher/local-path-provisioner)
 knest_tag=dev-$(sha256sum "$tmp/knest" | cut -c1-12)
+# knest's CSI driver, whose controller the knest controller runs per tenant beside the
+# upstream sidecars (make csi-sidecars); the references are pkg/csi/deploy/deploy.go's,
+# and the image is the one images/build.sh preloads in the node image (same spec).
+CGO_ENABLED=0 "$GO" build -trimpath -ldflags '-s -w' -o "$tmp/knest-csi" ./cmd/knest-csi
+csi_ref() { sed -n 's/^\s*'"$1"'\s*=\s*"\(.*\)"$/\1/p' pkg/csi/deploy/deploy.go; }
+for f in "${CSI_PROVISIONER:?}" "${CSI_ATTACHER:?}"; do [[ -e $f ]] || die "$f missing: make csi-sidecars"; done
 manager() { # ref, binary
   printf '{"ref": "%s", "layers": [{"files": [{"src": "%s", "dst": "/manager", "mode": "0755"}]}], "entrypoint": ["/manager"], "user": "65532:65532"},\n' "$1" "$2"
 }
@@ -133,6 +139,12 @@ manager() { # ref, binary
   # upstream's image has /cluster-autoscaler too).
   printf '{"ref": "knest.local/cluster-autoscaler:%s", "layers": [{"files": [{"src": "%s", "dst": "/cluster-autoscaler", "mode": "0755"}]}], "entrypoint": ["/cluster-autoscaler"], "user": "65532:65532"},\n' \
     "$AUTOSCALER_VERSION" "$AUTOSCALER_DIR/cluster-autoscaler"
+  printf '{"ref": "%s", "layers": [{"files": [{"src": "%s", "dst": "/knest-csi", "mode": "0755"}]}], "entrypoint": ["/knest-csi"]},\n' "$(csi_ref DefaultImage)" "$tmp/knest-csi"
+  # As upstream's images: the binary at /, the entrypoint; the Deployment sets the uid.
+  printf '{"ref": "%s", "layers": [{"files": [{"src": "%s", "dst": "/csi-provisioner", "mode": "0755"}]}], "entrypoint": ["/csi-provisioner"]},\n' \
+    "$(csi_ref DefaultProvisionerImage)" "$CSI_PROVISIONER"
+  printf '{"ref": "%s", "layers": [{"files": [{"src": "%s", "dst": "/csi-attacher", "mode": "0755"}]}], "entrypoint": ["/csi-attacher"]},\n' \
+    "$(csi_ref DefaultAttacherImage)" "$CSI_ATTACHER"
   printf '{"ref": "knest.local/local-path-provisioner:%s", "layers": [{"files": [{"src": "%s", "dst": "/usr/local/bin/local-path-provisioner", "mode": "0755"}]}], "env": ["PATH=/usr/local/bin"]},\n' \
     "$localpath_version" "$tmp/local-path-provisioner"
   # What the Dockerfile builds: /knest as uid 65532 (config/manager checks runAsNonRoot).
