@@ -20,11 +20,19 @@
 //
 // Both serve the identity service (Identity) and are served on a unix socket by Run.
 //
-// Not done yet: the wiring into tenants (the host Deployment with csi-provisioner,
-// csi-attacher and csi-resizer watching the tenant API, the tenant DaemonSet with
-// node-driver-registrar, RBAC, images, a tenant StorageClass, the commands that run
-// the services), snapshots and clones, volume stats, topology, an attach limit per
-// node, and a test against a real KubeVirt (here the hot-plug is a fake).
+// cmd/knest-csi runs either half (its controller and node commands); package
+// registration registers the node plugin with kubelet, in place of
+// node-driver-registrar (which the Go module proxy does not serve); package deploy
+// renders both halves for a tenant (the host Deployment with csi-provisioner and
+// csi-attacher watching the tenant's API, the tenant's CSIDriver, node DaemonSet and
+// StorageClasses).
+//
+// Not done yet: applying what package deploy renders from the knest controller;
+// csi-resizer (external-resizer is not served by the module proxy, so a tenant's
+// volume expansion is never asked of ControllerExpandVolume), snapshots and clones,
+// volume stats, topology, an attach limit per node, and a test against a real
+// KubeVirt (here the hot-plug is a fake).
+//
 // ControllerPublishVolume waits for a hot-plug only for Config.HotplugWait; a call
 // that finds it still in progress returns Unavailable and the attacher calls again.
 package csi
