@@ -39,3 +39,9 @@ $(CSI_ATTACHER):
 	cd $(CSI_TOOLS)/attacher && CGO_ENABLED=0 nice -n 10 $(GO) build -trimpath \
 		-ldflags '-s -w -X main.version=$(CSI_ATTACHER_VERSION)' -o $@.tmp $(CSI_ATTACHER_MODULE)/cmd/csi-attacher
 	mv $@.tmp $@
+
+# knest-csi's node plugin run as its DaemonSet runs it (an image of the binary alone,
+# the node's userland mounted in), through a volume's life on a loop device: root.
+.PHONY: csi-node-smoke
+csi-node-smoke: ## Run knest-csi's node plugin as on a tenant node against a loop device (root; hack/csi-node-smoke.sh).
+	GO=$(GO) nice -n 10 hack/csi-node-smoke.sh
