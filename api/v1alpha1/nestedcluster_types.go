@@ -124,6 +124,10 @@ const (
 	// True when the tenant's cloud controller manager runs. Not part of Ready: the
 	// cluster works without it, only its LoadBalancer Services wait.
 	LoadBalancerReadyCondition = "LoadBalancerReady"
+	// StorageReadyCondition is present while the storage provider is on: True when
+	// the controller of the tenant's CSI driver runs on the host. Not part of Ready:
+	// only the tenant's volume claims wait.
+	StorageReadyCondition = "StorageReady"
 
 	ReconciledReason             = "Reconciled"
 	ApplyFailedReason            = "ApplyFailed"
@@ -199,6 +203,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || !has(oldSelf.workers) || !has(oldSelf.version) || !oldSelf.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || self.workers.all(w, !has(w.version) || !w.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || oldSelf.workers.all(o, o.name != w.name || (has(o.version) && !o.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$')) || (int(w.version.split('.')[1]) > int((has(o.version) ? o.version : oldSelf.version).split('.')[1]) || (int(w.version.split('.')[1]) == int((has(o.version) ? o.version : oldSelf.version).split('.')[1]) && int(w.version.split('.')[2]) >= int((has(o.version) ? o.version : oldSelf.version).split('.')[2])))))",message="a worker pool's version cannot go backwards (nodes cannot be downgraded); hold a pool at the version it runs, e.g. the previous spec.version"
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || !has(self.version) || !self.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || self.workers.all(w, !has(w.version) || !w.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || w.version.split('.')[1] == self.version.split('.')[1] || (has(w.replicas) ? w.replicas : 1) == 0 || (has(oldSelf.workers) && oldSelf.workers.exists(o, o.name == w.name && (has(o.replicas) ? o.replicas : 1) >= (has(w.replicas) ? w.replicas : 1))))",message="a worker pool held at an older minor than spec.version cannot gain replicas (nor be added with any): Cluster API creates machines only at the control plane's minor (MachineSet preflight check KubeadmVersionSkew); let the pool catch up first (remove workers[].version: knest upgrade --release-pool)"
 // +kubebuilder:validation:XValidation:rule="!has(self.workers) || !has(self.version) || !self.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || self.workers.all(w, !has(w.autoscaling) || !has(w.version) || !w.version.matches('^v1\\\\.[0-9]+\\\\.[0-9]+$') || w.version.split('.')[1] == self.version.split('.')[1])",message="a worker pool held at an older minor than spec.version cannot be autoscaled: Cluster API creates machines only at the control plane's minor (MachineSet preflight check KubeadmVersionSkew), so the autoscaler could add no node; let the pool catch up first (remove workers[].version: knest upgrade --release-pool), or leave out its autoscaling"
+// +kubebuilder:validation:XValidation:rule="(has(self.providers) && has(self.providers.storage) && has(self.providers.storage.disabled) && self.providers.storage.disabled) == (has(oldSelf.providers) && has(oldSelf.providers.storage) && has(oldSelf.providers.storage.disabled) && oldSelf.providers.storage.disabled)",message="providers.storage.disabled cannot change after creation: the tenant's volumes depend on the CSI driver"
 type NestedClusterSpec struct {
 	// version is the tenant Kubernetes version, e.g. v1.35.4. Upgrades go one minor at
 	// a time; downgrades are refused.
@@ -248,7 +253,7 @@ type NestedClusterSpec struct {
 	Autoscaler AutoscalerSpec `json:"autoscaler,omitempty"`
 
 	// providers are what knest runs on the host for the tenant's own workloads: its
-	// load balancers. Each is on unless turned off here.
+	// load balancers and its volumes. Each is on unless turned off here.
 	// +optional
 	Providers ProvidersSpec `json:"providers,omitempty,omitzero"`
 
@@ -266,6 +271,53 @@ type ProvidersSpec struct {
 	// externalTrafficPolicy Local keeps the client's address.
 	// +optional
 	LoadBalancer LoadBalancerProviderSpec `json:"loadBalancer,omitempty,omitzero"`
+
+	// storage gives the tenant PersistentVolumes kept on the host: knest runs a CSI
+	// driver (csi.knest.dev) whose controller, on the host in the tenant's namespace,
+	// makes a host PersistentVolumeClaim for each tenant volume and hot-plugs it
+	// into the worker VM of the pod that uses it (KubeVirt's volume hotplug). The
+	// data outlives pods, nodes and VMs.
+	// +optional
+	Storage StorageProviderSpec `json:"storage,omitempty,omitzero"`
+}
+
+// StorageProviderSpec configures the tenant's volumes.
+// +kubebuilder:validation:XValidation:rule="!has(self.classes) || self.classes.filter(c, has(c.default) && c.default).size() <= 1",message="at most one tenant StorageClass can be the default"
+// +kubebuilder:validation:XValidation:rule="!(has(self.disabled) && self.disabled && has(self.classes) && size(self.classes) > 0)",message="storage.classes need the storage provider: leave out storage.disabled or the classes"
+type StorageProviderSpec struct {
+	// disabled runs no CSI driver for the tenant: its PersistentVolumeClaims stay
+	// Pending. For a host without KubeVirt's volume hotplug. It cannot change after
+	// creation: the tenant's volumes depend on the driver.
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+
+	// classes are the tenant's StorageClasses, each backed by a host StorageClass.
+	// Unset: one class, "knest", of the host's default StorageClass, which is the
+	// tenant's default. A class removed here stays in the tenant.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Classes []TenantStorageClass `json:"classes,omitempty"`
+}
+
+// TenantStorageClass is one tenant StorageClass.
+type TenantStorageClass struct {
+	// name of the StorageClass in the tenant.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="a StorageClass name is lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, e.g. fast-ssd"
+	Name string `json:"name"`
+
+	// hostStorageClassName is the host StorageClass of its volumes' host claims.
+	// Unset: the host's default StorageClass.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	HostStorageClassName string `json:"hostStorageClassName,omitempty"`
+
+	// default marks the tenant's default StorageClass (at most one).
+	// +optional
+	Default bool `json:"default,omitempty"`
 }
 
 // LoadBalancerProviderSpec configures the tenant's load balancers.

@@ -111,6 +111,7 @@ func TestImmutableFieldsAndUpgradeRules(t *testing.T) {
 		{"control plane 1 to 2", func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Replicas = 2 }, "controlPlane.replicas must be 1, 3, 5 or 7"},
 		{"downgrade", func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.32.0" }, "downgrades are not supported"},
 		{"skipping a minor", func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.34.0" }, "at most one minor at a time"},
+		{"storage turned off", func(nc *knestv1.NestedCluster) { nc.Spec.Providers.Storage.Disabled = true }, "providers.storage.disabled cannot change after creation"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,6 +134,8 @@ func TestImmutableFieldsAndUpgradeRules(t *testing.T) {
 		nc.Spec.ControlPlane.Replicas = 3
 		nc.Spec.Workers[0].Replicas = ptr.To(int32(0))
 		nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "gpu", Replicas: ptr.To(int32(2))})
+		nc.Spec.Providers.LoadBalancer.Disabled = true
+		nc.Spec.Providers.Storage.Classes = []knestv1.TenantStorageClass{{Name: "fast", HostStorageClassName: "ssd"}}
 		g.Expect(env.Client.Update(ctx, nc)).To(Succeed())
 	})
 }

@@ -83,6 +83,7 @@ func TestHostedCluster(t *testing.T) {
 		expectWebhookCalled(t, tc, knestv1.DefaultVersion)
 	})
 	t.Run("a LoadBalancer Service answers from outside the tenant", func(t *testing.T) { expectLoadBalancerAnswers(t, key, tc) })
+	t.Run("a volume keeps its data as its pod moves and its worker is removed", func(t *testing.T) { expectVolumeKeepsData(t, key, tc, 1) })
 	t.Run("webhooks by URL cannot reach the host", func(t *testing.T) { expectURLWebhooksFenced(t, tc) })
 	t.Run("the control-plane pods run restricted, not as root, with memory limits", func(t *testing.T) { expectPodsRestricted(t, key) })
 	t.Run("the controller reads Secrets in tenant namespaces only", func(t *testing.T) { expectControllerFenced(t, key.Namespace) })

@@ -144,6 +144,12 @@ func flannelObjects(podCIDR string) (string, error) {
 			},
 		},
 	}
+	return manifest(objs...)
+}
+
+// manifest encodes objects as one multi-document YAML, as a ClusterResourceSet's
+// ConfigMap carries them.
+func manifest[T any](objs ...T) (string, error) {
 	var out []byte
 	for _, o := range objs {
 		doc, err := yaml.Marshal(o)

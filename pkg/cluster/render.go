@@ -27,6 +27,7 @@ import (
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/autoscaler"
 	"github.com/knest-dev/knest/pkg/ccm"
+	"github.com/knest-dev/knest/pkg/csi/deploy"
 	"github.com/knest-dev/knest/pkg/hosted"
 	"github.com/knest-dev/knest/pkg/vmtemplate"
 )
@@ -76,6 +77,9 @@ type Options struct {
 	// ProviderImage is the knest image, whose `knest cloud-controller-manager` each
 	// tenant's load-balancer provider runs.
 	ProviderImage string
+	// CSIImages run the tenants' CSI drivers (pkg/csi/deploy's defaults when
+	// empty). The driver's image must be the one the node images preload.
+	CSIImages deploy.Images
 }
 
 // DefaultNodeStartupTimeout: a nested VM that has not joined in 20 minutes is taken to
@@ -113,6 +117,13 @@ type Graph struct {
 	// CloudControllerManager gives the tenant's LoadBalancer Services host load
 	// balancers; nil when spec.providers.loadBalancer.disabled.
 	CloudControllerManager *ccm.Objects
+	// Storage is the tenant's CSI driver: its controller on the host, and the
+	// ClusterResourceSet that applies its tenant half (CSIDriver, node DaemonSet,
+	// StorageClasses) from StorageConfigMap. All nil when
+	// spec.providers.storage.disabled.
+	Storage          *deploy.HostObjects
+	StorageConfigMap *corev1.ConfigMap
+	StorageCRS       *addonsv1.ClusterResourceSet
 }
 
 // Pool is the objects of one worker pool.
@@ -145,6 +156,10 @@ func (g *Graph) Objects() []client.Object {
 	}
 	if g.CloudControllerManager != nil {
 		objs = append(objs, g.CloudControllerManager.List()...)
+	}
+	if g.Storage != nil {
+		objs = append(objs, g.Storage.List()...)
+		objs = append(objs, g.StorageConfigMap, g.StorageCRS)
 	}
 	return objs
 }
@@ -184,7 +199,7 @@ func Render(nc *knestv1.NestedCluster, opts Options) (*Graph, error) {
 		if g.CNIConfigMap, err = r.flannelConfigMap(); err != nil {
 			return nil, fmt.Errorf("failed to render the flannel CNI manifest: %w", err)
 		}
-		g.CNI = r.clusterResourceSet(g.CNIConfigMap.Name)
+		g.CNI = r.clusterResourceSet(CNIName(r.name), g.CNIConfigMap.Name, addonsv1.ClusterResourceSetStrategyApplyOnce)
 	}
 	g.Autoscaler = r.autoscaler(g.Pools)
 	if !nc.Spec.Providers.LoadBalancer.Disabled {
@@ -193,6 +208,11 @@ func Render(nc *knestv1.NestedCluster, opts Options) (*Graph, error) {
 			KubeconfigSecret: KubeconfigSecretName(r.name),
 			Labels:           r.meta("", "").Labels,
 		})
+	}
+	if !nc.Spec.Providers.Storage.Disabled {
+		if err := r.storage(g); err != nil {
+			return nil, fmt.Errorf("failed to render the CSI driver: %w", err)
+		}
 	}
 	return g, nil
 }
@@ -650,15 +670,16 @@ func (r renderer) healthCheck(name, pool string, replicas int32, selector metav1
 	}
 }
 
-func (r renderer) clusterResourceSet(configMap string) *addonsv1.ClusterResourceSet {
+// clusterResourceSet applies a ConfigMap's objects to this cluster's tenant.
+func (r renderer) clusterResourceSet(name, configMap string, strategy addonsv1.ClusterResourceSetStrategy) *addonsv1.ClusterResourceSet {
 	return &addonsv1.ClusterResourceSet{
 		TypeMeta:   typeMeta(addonsv1.GroupVersion.WithKind("ClusterResourceSet")),
-		ObjectMeta: r.meta(CNIName(r.name), ""),
+		ObjectMeta: r.meta(name, ""),
 		Spec: addonsv1.ClusterResourceSetSpec{
-			// Select this cluster only: tenants' CNI settings (pod CIDR) differ.
+			// Select this cluster only: tenants' settings (pod CIDR, classes) differ.
 			ClusterSelector: metav1.LabelSelector{MatchLabels: map[string]string{knestv1.ClusterNameLabel: r.name}},
 			Resources:       []addonsv1.ResourceRef{{Kind: "ConfigMap", Name: configMap}},
-			Strategy:        string(addonsv1.ClusterResourceSetStrategyApplyOnce),
+			Strategy:        string(strategy),
 		},
 	}
 }

@@ -49,6 +49,7 @@ func TestRenderNamesAndLabels(t *testing.T) {
 		"KubevirtMachineTemplate", "KubeadmConfigTemplate", "MachineDeployment", "MachineHealthCheck",
 		"ConfigMap", "ClusterResourceSet",
 		"ServiceAccount", "Role", "RoleBinding", "Deployment", // the cloud controller manager
+		"ServiceAccount", "Role", "RoleBinding", "Deployment", "ConfigMap", "ClusterResourceSet", // the CSI driver
 	}))
 	g.Expect(graph.Cluster.Name).To(Equal("demo"))
 	g.Expect(graph.Cluster.Spec.ClusterNetwork.Pods.CIDRBlocks).To(Equal([]string{knestv1.DefaultPodCIDR}))
@@ -107,12 +108,14 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	nc.Spec.ControlPlane.KernelBoot = &knestv1.KernelBootSpec{Image: "knest/node-kernel:" + knestv1.DefaultVersion}
 	nc.Spec.Paused = true
 	nc.Spec.Providers.LoadBalancer.Disabled = true
+	nc.Spec.Providers.Storage.Disabled = true
 	cluster.Default(nc)
 
 	graph, err := cluster.Render(nc, cluster.Options{NodeImageRepository: "registry.local/knest/node", BootstrapCheck: cluster.BootstrapCheckNone})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(graph.CNI).To(BeNil())
 	g.Expect(graph.CloudControllerManager).To(BeNil())
+	g.Expect(graph.Storage).To(BeNil())
 	g.Expect(graph.Objects()).To(HaveLen(14))
 	g.Expect(*graph.Cluster.Spec.Paused).To(BeTrue())
 	g.Expect(string(graph.KubevirtCluster.Spec.ControlPlaneServiceTemplate.Spec.Type)).To(Equal("LoadBalancer"))
@@ -422,4 +425,29 @@ func TestRenderPoolReplicas(t *testing.T) {
 	g.Expect(graph.Pools[0].MachineDeployment.Spec.Replicas).To(HaveValue(BeEquivalentTo(1)), "unset replicas mean 1")
 	g.Expect(graph.Pools[1].MachineDeployment.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
 	g.Expect(graph.Pools[0].MachineDeployment.Annotations).NotTo(HaveKey(clusterv1.AutoscalerMinSizeAnnotation))
+}
+
+// The CSI driver's tenant half reaches the tenant through a ClusterResourceSet that
+// reconciles: a class added later is applied too. Without classes, the tenant gets
+// one default class of the host's default.
+func TestRenderStorage(t *testing.T) {
+	g := NewWithT(t)
+	graph, err := cluster.Render(demo(), cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(graph.Storage.Deployment.Name).To(Equal("demo-csi-controller"))
+	g.Expect(graph.StorageCRS.Spec.Strategy).To(Equal("Reconcile"))
+	g.Expect(graph.StorageCRS.Spec.Resources).To(ConsistOf(HaveField("Name", graph.StorageConfigMap.Name)))
+	m := graph.StorageConfigMap.Data["csi.yaml"]
+	g.Expect(m).To(ContainSubstring("kind: CSIDriver"))
+	g.Expect(m).To(ContainSubstring("kind: DaemonSet"))
+	g.Expect(m).To(And(ContainSubstring("name: knest\n"), ContainSubstring(`storageclass.kubernetes.io/is-default-class: "true"`)))
+	g.Expect(m).NotTo(ContainSubstring("hostStorageClass"), "the host's default class")
+
+	nc := demo()
+	nc.Spec.Providers.Storage.Classes = []knestv1.TenantStorageClass{{Name: "fast", HostStorageClassName: "ssd", Default: true}, {Name: "slow", HostStorageClassName: "hdd"}}
+	graph, err = cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	m = graph.StorageConfigMap.Data["csi.yaml"]
+	g.Expect(m).To(And(ContainSubstring("name: fast\n"), ContainSubstring("name: slow\n"), ContainSubstring("hostStorageClass: ssd"), ContainSubstring("hostStorageClass: hdd")))
+	g.Expect(m).NotTo(ContainSubstring("name: knest\n"))
 }

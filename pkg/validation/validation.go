@@ -175,6 +175,35 @@ func spec(s *knestv1.NestedClusterSpec, path *field.Path) field.ErrorList {
 	errs = append(errs, poolSkew(s, path.Child("workers"))...)
 	errs = append(errs, network(&s.Network, path.Child("network"))...)
 	errs = append(errs, apiServer(&s.APIServer, path.Child("apiServer"))...)
+	errs = append(errs, storage(&s.Providers.Storage, path.Child("providers", "storage"))...)
+	return errs
+}
+
+// Messages of the storage provider, shared with the CRD's rules.
+const (
+	storageDefaultsMessage = "at most one tenant StorageClass can be the default"
+	storageDisabledMessage = "storage.classes need the storage provider: leave out storage.disabled or the classes"
+	tenantClassMessage     = "a StorageClass name is lower-case letters, digits, '-' and '.', starting and ending with a letter or digit, e.g. fast-ssd"
+)
+
+// storage checks the tenant's StorageClasses as the CRD does.
+func storage(st *knestv1.StorageProviderSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if st.Disabled && len(st.Classes) > 0 {
+		errs = append(errs, field.Invalid(path, "{...}", storageDisabledMessage))
+	}
+	defaults := 0
+	for i, c := range st.Classes {
+		if len(c.Name) == 0 || len(c.Name) > 63 || len(apivalidation.IsDNS1123Subdomain(c.Name)) > 0 {
+			errs = append(errs, field.Invalid(path.Child("classes").Index(i).Child("name"), c.Name, tenantClassMessage))
+		}
+		if c.Default {
+			defaults++
+		}
+	}
+	if defaults > 1 {
+		errs = append(errs, field.Invalid(path, "{...}", storageDefaultsMessage))
+	}
 	return errs
 }
 

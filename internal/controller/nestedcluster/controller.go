@@ -118,6 +118,9 @@ type scope struct {
 	// cloudControllerManager is the tenant's load-balancer provider's Deployment;
 	// nil when it is turned off.
 	cloudControllerManager *appsv1.Deployment
+	// csiController is the tenant's CSI driver's controller Deployment; nil when
+	// storage is turned off.
+	csiController *appsv1.Deployment
 	// applyErr is the first failure to bring the graph in line with the spec.
 	applyErr error
 	// heldVersion is the version still rolling out while spec.version asks for

@@ -26,6 +26,7 @@ import (
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/pkg/cluster"
+	csicontroller "github.com/knest-dev/knest/pkg/csi/controller"
 )
 
 // waitForGraph waits until every object the NestedCluster's current spec renders to
@@ -81,7 +82,7 @@ func TestCreateAppliesAGraphTheRealSchemasAccept(t *testing.T) {
 	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
 
 	graph := waitForGraph(g, nc)
-	g.Expect(graph.Objects()).To(HaveLen(20))
+	g.Expect(graph.Objects()).To(HaveLen(26))
 
 	g.Eventually(func(g Gomega) {
 		get(g, nc)
@@ -493,6 +494,15 @@ func testDeleteWaitsForClusterAPI(t *testing.T, mode knestv1.ControlPlaneMode) {
 	// A load balancer the tenant's cloud controller manager made: no one else
 	// deletes it once the tenant is gone.
 	loadBalancer := hostLoadBalancer(g, nc.Namespace, nc.Name, "a1")
+	// And a host claim its CSI driver made for a tenant volume.
+	volume := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "csi-0123", Namespace: nc.Namespace, Labels: map[string]string{csicontroller.ClusterLabel: nc.Name}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	g.Expect(env.Client.Create(ctx, volume)).To(Succeed())
 
 	g.Expect(env.Client.Delete(ctx, nc)).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -516,7 +526,7 @@ func testDeleteWaitsForClusterAPI(t *testing.T, mode knestv1.ControlPlaneMode) {
 	}, timeout, interval).Should(BeTrue())
 
 	// Everything else goes with the garbage collector (kube-controller-manager).
-	for _, obj := range append(graph.Objects(), loadBalancer...) {
+	for _, obj := range append(graph.Objects(), append(loadBalancer, volume)...) {
 		g.Eventually(func() bool {
 			return apierrors.IsNotFound(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj.DeepCopyObject().(client.Object)))
 		}, time.Minute, interval).Should(BeTrue(), "%T %s", obj, obj.GetName())
@@ -546,7 +556,7 @@ func TestRestartMidCreateMakesNoDuplicates(t *testing.T) {
 		&bootstrapv1.KubeadmConfigTemplateList{}:  3,
 		&clusterv1.MachineDeploymentList{}:        3,
 		&clusterv1.MachineHealthCheckList{}:       4,
-		&addonsv1.ClusterResourceSetList{}:        1,
+		&addonsv1.ClusterResourceSetList{}:        2, // CNI and CSI
 	} {
 		g.Expect(env.Client.List(ctx, list, client.InNamespace(nc.Namespace), labels)).To(Succeed())
 		g.Expect(meta.LenList(list)).To(Equal(want), "%T", list)

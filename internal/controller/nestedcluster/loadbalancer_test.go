@@ -3,6 +3,7 @@ package nestedcluster_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -96,4 +97,37 @@ func hostLoadBalancer(g Gomega, ns, cluster, name string) []client.Object {
 		g.Expect(env.Client.Create(ctx, obj)).To(Succeed())
 	}
 	return []client.Object{svc, np}
+}
+
+// The CSI driver's controller runs for every tenant unless storage is off;
+// StorageReady follows its Deployment.
+func TestStorageProviderReadiness(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startController(t)
+	nc := newCluster(namespace(t, g), "db")
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+	graph := waitForGraph(g, nc)
+	g.Expect(graph.Storage).NotTo(BeNil(), "on by default")
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(conditions.GetReason(nc, knestv1.StorageReadyCondition)).To(Equal(knestv1.ProviderStartingReason))
+	}, timeout, interval).Should(Succeed())
+	deploy := &appsv1.Deployment{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(graph.Storage.Deployment), deploy)).To(Succeed())
+	deploy.Status = appsv1.DeploymentStatus{ObservedGeneration: deploy.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}
+	g.Expect(env.Client.Status().Update(ctx, deploy)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		get(g, nc)
+		g.Expect(conditions.IsTrue(nc, knestv1.StorageReadyCondition)).To(BeTrue())
+	}, timeout, interval).Should(Succeed())
+
+	off := newCluster(nc.Namespace, "nostorage")
+	off.Spec.Providers.Storage.Disabled = true
+	g.Expect(env.Client.Create(ctx, off)).To(Succeed())
+	g.Expect(waitForGraph(g, off).Storage).To(BeNil())
+	g.Consistently(func(g Gomega) {
+		get(g, off)
+		g.Expect(conditions.Has(off, knestv1.StorageReadyCondition)).To(BeFalse())
+	}, 2*time.Second, interval).Should(Succeed())
 }

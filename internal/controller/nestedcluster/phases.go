@@ -175,6 +175,12 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 			return err
 		}
 	}
+	if c := s.graph.Storage; c != nil {
+		s.csiController = &appsv1.Deployment{}
+		if err := r.get(ctx, ns, c.Deployment.Name, s.csiController); err != nil {
+			return err
+		}
+	}
 	r.observeTenant(ctx, s)
 	return nil
 }
@@ -318,9 +324,12 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) error {
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: s.nc.Namespace, Name: s.nc.Name}, c)
 	switch {
 	case apierrors.IsNotFound(err):
-		// The VMs are gone, and with them the tenant whose Services the host load
-		// balancers stood for: nothing else would delete them.
+		// The VMs are gone, and with them the tenant whose Services and volumes the
+		// host load balancers and claims stood for: nothing else would delete them.
 		if err := r.deleteLoadBalancers(ctx, s.nc); err != nil {
+			return err
+		}
+		if err := r.deleteVolumes(ctx, s.nc); err != nil {
 			return err
 		}
 		controllerutil.RemoveFinalizer(s.nc, knestv1.Finalizer)

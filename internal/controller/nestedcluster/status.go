@@ -33,6 +33,7 @@ var ownedConditions = []string{
 	knestv1.WorkersScalableCondition,
 	knestv1.AutoscalerReadyCondition,
 	knestv1.LoadBalancerReadyCondition,
+	knestv1.StorageReadyCondition,
 }
 
 // summarize computes the NestedCluster's status from what one reconcile observed.
@@ -89,6 +90,7 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 	setWorkersScalableCondition(nc)
 	setAutoscalerReadyCondition(nc, s)
 	setLoadBalancerReadyCondition(nc, s)
+	setStorageReadyCondition(nc, s)
 	setReadyCondition(nc)
 	st.Phase = phase(nc, s, initialized)
 }
@@ -247,6 +249,17 @@ func setLoadBalancerReadyCondition(nc *knestv1.NestedCluster, s *scope) {
 		return
 	}
 	conditions.Set(nc, deploymentCondition(knestv1.LoadBalancerReadyCondition, s.graph.CloudControllerManager.Deployment.Name, s.cloudControllerManager))
+}
+
+// setStorageReadyCondition says whether the controller of the tenant's CSI driver
+// runs: its Deployment (driver and sidecars) has an available pod. Absent while the
+// provider is turned off.
+func setStorageReadyCondition(nc *knestv1.NestedCluster, s *scope) {
+	if s.graph == nil || s.graph.Storage == nil {
+		conditions.Delete(nc, knestv1.StorageReadyCondition)
+		return
+	}
+	conditions.Set(nc, deploymentCondition(knestv1.StorageReadyCondition, s.graph.Storage.Deployment.Name, s.csiController))
 }
 
 // deploymentCondition is condition t of a provider that one Deployment runs: True

@@ -246,7 +246,7 @@ func TestSummarize(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+			nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "tenants"}}
 			nc.Spec.Workers = []knestv1.WorkerPool{{Name: "workers", Replicas: ptr.To(int32(2))}}
 			nc.Spec.Paused = tt.paused
 			if tt.hosted {
@@ -275,7 +275,7 @@ func TestSummarize(t *testing.T) {
 
 func TestSummarizeKeepsTransitionTimes(t *testing.T) {
 	g := NewWithT(t)
-	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "tenants"}}
 	cluster.Default(nc)
 	summarize(nc, &scope{})
 	before := nc.Status.DeepCopy()
@@ -338,7 +338,7 @@ func TestSummarizeBlankControlPlane(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+			nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "tenants"}}
 			cluster.Default(nc)
 			nc.Spec.Workers = nil
 			nc.Status.Phase = knestv1.PhaseRunning
@@ -395,7 +395,7 @@ func TestSummarizeEtcdPersistence(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := NewWithT(t)
-			nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+			nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "tenants"}}
 			nc.Spec.ControlPlane.Mode = tt.mode
 			nc.Spec.ControlPlane.Etcd.Ephemeral = tt.ephemeral
 			cluster.Default(nc)
@@ -418,7 +418,7 @@ func TestSummarizeEtcdPersistence(t *testing.T) {
 // per pool and in WorkersScalable, and a shortfall of such a pool says why.
 func TestSummarizeHeldPool(t *testing.T) {
 	g := NewWithT(t)
-	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "tenants"}}
 	nc.Spec.Version = "v1.35.4"
 	nc.Spec.Workers = []knestv1.WorkerPool{
 		{Name: "workers", Replicas: ptr.To(int32(1))},
@@ -463,7 +463,7 @@ func TestSummarizeHeldPool(t *testing.T) {
 
 func TestSummarizeAutoscaledPool(t *testing.T) {
 	g := NewWithT(t)
-	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}
+	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "tenants"}}
 	nc.Spec.Workers = []knestv1.WorkerPool{
 		// Unset replicas, as the CRD no longer defaults them: 1.
 		{Name: "workers"},

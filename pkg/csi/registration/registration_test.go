@@ -34,6 +34,10 @@ func start(t *testing.T, ctx context.Context) (registerapi.RegistrationClient, s
 	return registerapi.NewRegistrationClient(conn), path, done
 }
 
+// wait is how long the server may take to start or stop on a loaded machine (the
+// default second is not enough beside a test bed).
+const wait = 10 * time.Second
+
 func TestGetInfoAndSuccess(t *testing.T) {
 	g := NewWithT(t)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -44,7 +48,7 @@ func TestGetInfoAndSuccess(t *testing.T) {
 		var err error
 		info, err = c.GetInfo(ctx, &registerapi.InfoRequest{})
 		return err
-	}).Should(Succeed())
+	}, wait).Should(Succeed())
 	g.Expect(info.GetType()).To(Equal(registerapi.CSIPlugin))
 	g.Expect(info.GetName()).To(Equal("csi.knest.dev"))
 	g.Expect(info.GetEndpoint()).To(Equal("/var/lib/kubelet/plugins/csi.knest.dev/csi.sock"))
@@ -55,7 +59,7 @@ func TestGetInfoAndSuccess(t *testing.T) {
 	g.Consistently(done, 200*time.Millisecond).ShouldNot(Receive(), "a successful registration keeps serving")
 
 	cancel()
-	g.Eventually(done).Should(Receive(BeNil()))
+	g.Eventually(done, wait).Should(Receive(BeNil()))
 	g.Expect(path).NotTo(BeAnExistingFile(), "kubelet forgets a plugin whose socket is gone")
 }
 
@@ -65,9 +69,9 @@ func TestFailedRegistrationEndsRun(t *testing.T) {
 	g.Eventually(func() error {
 		_, err := c.NotifyRegistrationStatus(t.Context(), &registerapi.RegistrationStatus{Error: "no NodeGetInfo"})
 		return err
-	}).Should(Succeed())
+	}, wait).Should(Succeed())
 	var err error
-	g.Eventually(done).Should(Receive(&err))
+	g.Eventually(done, wait).Should(Receive(&err))
 	g.Expect(err).To(MatchError(ContainSubstring("kubelet failed to register driver csi.knest.dev: no NodeGetInfo")))
 	g.Expect(path).NotTo(BeAnExistingFile())
 }

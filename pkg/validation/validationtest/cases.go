@@ -190,6 +190,20 @@ var Cases = []Case{
 	{Name: "pool held four minors back", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.35.4"; nc.Spec.Workers[0].Version = "v1.31.9" }, Field: "spec.workers[0].version", Message: kubever.PoolSkewMessage, Shared: true},
 	{Name: "pool newer than the control plane", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.34.4"; nc.Spec.Workers[0].Version = "v1.34.5" }, Field: "spec.workers[0].version", Message: kubever.PoolSkewMessage, Shared: true},
 	{Name: "pool version out of range", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Version = "v1.29.9" }, Field: "spec.workers[0].version", Message: "from 30 to 36", Shared: true},
+	// The storage provider's classes.
+	{Name: "storage classes", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Providers.Storage.Classes = []knestv1.TenantStorageClass{{Name: "fast", HostStorageClassName: "ssd", Default: true}, {Name: "slow.disks"}}
+	}},
+	{Name: "storage off", Mutate: func(nc *knestv1.NestedCluster) { nc.Spec.Providers.Storage.Disabled = true }},
+	{Name: "two default storage classes", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Providers.Storage.Classes = []knestv1.TenantStorageClass{{Name: "a", Default: true}, {Name: "b", Default: true}}
+	}, Field: "spec.providers.storage", Message: "at most one tenant StorageClass can be the default", Shared: true},
+	{Name: "storage classes with storage off", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Providers.Storage = knestv1.StorageProviderSpec{Disabled: true, Classes: []knestv1.TenantStorageClass{{Name: "a"}}}
+	}, Field: "spec.providers.storage", Message: "storage.classes need the storage provider", Shared: true},
+	{Name: "storage class name with capitals", Mutate: func(nc *knestv1.NestedCluster) {
+		nc.Spec.Providers.Storage.Classes = []knestv1.TenantStorageClass{{Name: "Fast"}}
+	}, Field: "spec.providers.storage.classes[0].name", Message: "a StorageClass name is lower-case letters", Shared: true},
 	// Autoscaled pools: bounds instead of replicas, never held at another minor.
 	{Name: "autoscaled pool", Mutate: autoscaled(0, 3)},
 	{Name: "autoscaled pool of fixed size", Mutate: autoscaled(2, 2)},

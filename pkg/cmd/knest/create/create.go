@@ -40,6 +40,8 @@ type flagpole struct {
 	EtcdSize           string
 	EtcdEphemeral      bool
 	NoLoadBalancer     bool
+	NoStorage          bool
+	StorageClasses     []string
 	EtcdMembers        int32
 
 	PodCIDR     string
@@ -108,6 +110,8 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fs.StringVar(&flags.EtcdSize, "etcd-size", "", "size of etcd's volume, 1Gi to 64Gi; etcd's quota is 3/4 of it (default 2Gi)")
 	fs.Int32Var(&flags.EtcdMembers, "etcd-members", 0, "members of a hosted etcd, each on its own volume: 1 or 3, which keeps the API writable while one is lost (default 1)")
 	fs.BoolVar(&flags.EtcdEphemeral, "etcd-ephemeral", false, "keep etcd off any volume: the tenant's objects are lost with the etcd pod or control-plane VM")
+	fs.BoolVar(&flags.NoStorage, "no-storage", false, "run no CSI driver for the tenant, for a host without KubeVirt volume hotplug: its volume claims stay Pending (cannot change later)")
+	fs.StringArrayVar(&flags.StorageClasses, "storage-class", nil, "a tenant StorageClass NAME=HOSTCLASS whose volumes are claims of the host class HOSTCLASS (NAME alone: the host's default class); the first is the tenant's default (repeatable; default one class \""+cluster.DefaultStorageClass+"\" of the host's default)")
 	fs.BoolVar(&flags.NoLoadBalancer, "no-load-balancer", false, "run no cloud controller manager for the tenant, for a host without a load balancer: its LoadBalancer Services get no address")
 	fs.StringVar(&flags.PodCIDR, "pod-cidr", "", "tenant pod network, IPv4 /8 to /24 (default "+knestv1.DefaultPodCIDR+")")
 	fs.StringVar(&flags.ServiceCIDR, "service-cidr", "", "tenant service network, IPv4 /12 to /24 (default "+knestv1.DefaultServiceCIDR+")")

@@ -113,6 +113,8 @@ func TestCreateRejectsInvalidInput(t *testing.T) {
 		{name: "autoscale off", args: []string{"demo", "--autoscale", "gpu=off"}, want: "--autoscale gpu=off: a new pool is autoscaled only when --autoscale gives its bounds, e.g. gpu=0:4; leave it out"},
 		{name: "autoscale and workers", args: []string{"demo", "--workers", "2", "--autoscale", "1:3"}, want: "--workers sizes the pool workers and --autoscale 1:3 lets the autoscaler size it; use one of them"},
 		{name: "autoscale and pool", args: []string{"demo", "--pool", "gpu=1", "--autoscale", "gpu=0:3"}, want: "--pool gpu=... sizes the pool gpu and --autoscale gpu=0:3 lets the autoscaler size it; use one of them"},
+		{name: "storage classes with storage off", args: []string{"demo", "--no-storage", "--storage-class", "fast"}, want: "storage.classes need the storage provider"},
+		{name: "storage class name with capitals", args: []string{"demo", "--storage-class", "Fast=ssd"}, want: "a StorageClass name is lower-case letters"},
 		{name: "autoscale twice", args: []string{"demo", "--autoscale", "1:3", "--autoscale", "workers=1:4"}, want: "pool workers's autoscaling is given twice"},
 		{name: "autoscale above the most", args: []string{"demo", "--autoscale", "gpu=0:500"}, want: "the maximum must be from 1 to 200"},
 	}
@@ -259,11 +261,12 @@ func TestDryRunShowGraph(t *testing.T) {
 				"MachineHealthCheck":      3,
 				"KubeadmConfigTemplate":   2,
 				"MachineDeployment":       2,
-				"ConfigMap":               1,
-				"ClusterResourceSet":      1,
+				"ConfigMap":               2,
+				"ClusterResourceSet":      2,
 				"NetworkPolicy":           1,
-				// The cloud controller manager.
-				"ServiceAccount": 1, "Role": 1, "RoleBinding": 1, "Deployment": 1,
+				// The cloud controller manager and the CSI driver's controller (and its
+				// ConfigMap and ClusterResourceSet above).
+				"ServiceAccount": 2, "Role": 2, "RoleBinding": 2, "Deployment": 2,
 			}))
 
 			// The NestedCluster is what the API server would store: defaulted.
@@ -295,13 +298,13 @@ func TestDryRunShowGraphHosted(t *testing.T) {
 		"MachineHealthCheck":      1,
 		"KubeadmConfigTemplate":   1,
 		"MachineDeployment":       1,
-		"ConfigMap":               1,
-		"ClusterResourceSet":      1,
+		"ConfigMap":               2,
+		"ClusterResourceSet":      2,
 		"NetworkPolicy":           1,
-		"ServiceAccount":          1,
-		"Role":                    1,
-		"RoleBinding":             1,
-		"Deployment":              1,
+		"ServiceAccount":          2,
+		"Role":                    2,
+		"RoleBinding":             2,
+		"Deployment":              2,
 	}))
 }
 
@@ -326,7 +329,7 @@ func TestDryRunWithoutGraphOrCNI(t *testing.T) {
 	g.Expect(stdout).NotTo(ContainSubstring("status"))
 	g.Expect(stdout).NotTo(ContainSubstring("creationTimestamp"))
 
-	stdout, _, err = run(t, "", "create", "demo", "--dry-run", "-o", "yaml", "--show-graph", "--cni", "none")
+	stdout, _, err = run(t, "", "create", "demo", "--dry-run", "-o", "yaml", "--show-graph", "--cni", "none", "--no-storage")
 	g.Expect(err).NotTo(HaveOccurred())
 	k := kinds(decodeAll(g, stdout, "yaml"))
 	g.Expect(k).NotTo(HaveKey("ClusterResourceSet"))
@@ -370,4 +373,23 @@ func TestCreateLoadBalancerProvider(t *testing.T) {
 			g.Expect(stdout).To(ContainSubstring("name: web-cloud-controller-manager"))
 		}
 	}
+}
+
+// --storage-class names the tenant's classes, the first the default; --no-storage
+// turns the CSI driver off.
+func TestCreateStorageProvider(t *testing.T) {
+	g := NewWithT(t)
+	stdout, _, err := run(t, "", "create", "db", "--dry-run", "-o", "json", "--storage-class", "fast=ssd", "--storage-class", "slow")
+	g.Expect(err).NotTo(HaveOccurred())
+	nc := &knestv1.NestedCluster{}
+	g.Expect(json.Unmarshal([]byte(stdout), nc)).To(Succeed())
+	g.Expect(nc.Spec.Providers.Storage).To(Equal(knestv1.StorageProviderSpec{Classes: []knestv1.TenantStorageClass{
+		{Name: "fast", HostStorageClassName: "ssd", Default: true}, {Name: "slow"},
+	}}))
+
+	stdout, _, err = run(t, "", "create", "db", "--dry-run", "-o", "json", "--no-storage")
+	g.Expect(err).NotTo(HaveOccurred())
+	nc = &knestv1.NestedCluster{}
+	g.Expect(json.Unmarshal([]byte(stdout), nc)).To(Succeed())
+	g.Expect(nc.Spec.Providers.Storage.Disabled).To(BeTrue())
 }

@@ -162,6 +162,11 @@ func fromFlags(cmd *cobra.Command, flags *flagpole, args []string) (*knestv1.Nes
 	}
 	s.ControlPlane.Etcd = knestv1.EtcdSpec{Members: flags.EtcdMembers, StorageClassName: flags.EtcdStorageClass, Ephemeral: flags.EtcdEphemeral}
 	s.Providers.LoadBalancer.Disabled = flags.NoLoadBalancer
+	s.Providers.Storage.Disabled = flags.NoStorage
+	for i, c := range flags.StorageClasses {
+		name, host, _ := strings.Cut(c, "=")
+		s.Providers.Storage.Classes = append(s.Providers.Storage.Classes, knestv1.TenantStorageClass{Name: name, HostStorageClassName: host, Default: i == 0})
+	}
 	if s.ControlPlane.Etcd.Size, err = quantityFlag("etcd-size", flags.EtcdSize, "is not a size: use a quantity such as 4Gi", "4Gi"); err != nil {
 		return nil, err
 	}

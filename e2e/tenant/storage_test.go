@@ -1,0 +1,184 @@
+//go:build e2e
+
+package tenant_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
+	csicontroller "github.com/knest-dev/knest/pkg/csi/controller"
+)
+
+const volumeApp = "volume"
+
+// expectVolumeKeepsData checks a tenant volume through what moves a pod: in a tenant
+// whose default pool has `workers` nodes, a claim of the tenant's default class binds
+// and a pod writes a token; the pool grows by one; the pod moves to the other worker
+// (its node cordoned, the pod deleted) and reads the token back; that worker is
+// removed with knest scale --remove-node, and the pod, rescheduled by its
+// Deployment, reads it once more on the first worker. Deleted, the claim leaves no
+// host claim behind.
+func expectVolumeKeepsData(t *testing.T, key client.ObjectKey, tc tenant, workers int) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	step := "volume"
+	nc := &knestv1.NestedCluster{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(s.host.Get(ctx, key, nc)).To(Succeed())
+		g.Expect(conditions.IsTrue(nc, knestv1.StorageReadyCondition)).To(BeTrue(),
+			"StorageReady: %s", conditions.GetMessage(nc, knestv1.StorageReadyCondition))
+	}, tenantTimeout, poll).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		sc := &storagev1.StorageClass{}
+		g.Expect(tc.Get(ctx, client.ObjectKey{Name: cluster.DefaultStorageClass}, sc)).To(Succeed())
+		g.Expect(sc.Annotations).To(HaveKeyWithValue("storageclass.kubernetes.io/is-default-class", "true"))
+	}, tenantTimeout, poll).Should(Succeed(), "the tenant's default StorageClass")
+
+	token := utilrand.String(12)
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "default"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	labels := map[string]string{"app": volumeApp}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: volumeApp, Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			// One pod at a time: the volume is ReadWriteOnce.
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: ptr.To(int64(1)),
+					Containers: []corev1.Container{{
+						Name: "app", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
+						// Writes the token once, fsync'ed, then says what it finds on
+						// every start.
+						Command: []string{"/bin/busybox", "sh", "-c",
+							"[ -f /data/token ] || { echo " + token + " > /data/token.tmp && /bin/busybox sync /data/token.tmp && /bin/busybox mv /data/token.tmp /data/token && /bin/busybox sync /data; }; " +
+								"echo found $(cat /data/token) on $NODE; exec /bin/busybox sleep 100000"},
+						Env:          []corev1.EnvVar{{Name: "NODE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}},
+					}},
+					Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+						PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name},
+					}}},
+				},
+			},
+		},
+	}
+	start := time.Now()
+	for _, o := range []client.Object{pvc, dep} {
+		g.Eventually(func() error {
+			return client.IgnoreAlreadyExists(tc.Create(ctx, o.DeepCopyObject().(client.Object)))
+		}, tenantTimeout, poll).Should(Succeed(), "creating %T", o)
+	}
+	g.Eventually(func(g Gomega) {
+		g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(pvc), pvc)).To(Succeed())
+		g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
+	}, tenantTimeout, lbPoll).Should(Succeed(), "the claim binds")
+	s.timeline.add(step, "claim bound", time.Since(start))
+	first := expectVolumePod(t, tc, token, "")
+	s.timeline.add(step, "pod Running on "+first+", token written", time.Since(start))
+
+	// A host claim of the tenant's, of the host's default class.
+	hostPVCs := &corev1.PersistentVolumeClaimList{}
+	g.Expect(s.host.List(ctx, hostPVCs, client.InNamespace(key.Namespace), client.MatchingLabels{csicontroller.ClusterLabel: key.Name})).To(Succeed())
+	g.Expect(hostPVCs.Items).To(HaveLen(1))
+
+	// A second worker, and the pod moved there.
+	start = time.Now()
+	scaleCtx, cancel := context.WithTimeout(ctx, scaleTimeout)
+	defer cancel()
+	_, err := knestCmd(t, scaleCtx, "scale", key.Name, "-n", key.Namespace, "--workers", strconv.Itoa(workers+1), "--timeout", scaleTimeout.String())
+	g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d", workers+1)
+	s.timeline.add(step, fmt.Sprintf("a worker added (%d)", workers+1), time.Since(start))
+	start = time.Now()
+	setUnschedulable(g, ctx, tc, first, true)
+	deleteVolumePods(g, ctx, tc)
+	second := expectVolumePod(t, tc, token, first)
+	s.timeline.add(step, "pod moved to "+second+", token read back", time.Since(start))
+	setUnschedulable(g, ctx, tc, first, false)
+
+	// The worker that holds the volume scaled away: the drain moves the pod back.
+	start = time.Now()
+	_, err = knestCmd(t, scaleCtx, "scale", key.Name, "-n", key.Namespace, "--workers", strconv.Itoa(workers), "--remove-node", second, "--timeout", scaleTimeout.String())
+	g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d --remove-node %s", workers, second)
+	third := expectVolumePod(t, tc, token, second)
+	s.timeline.add(step, "worker "+second+" removed; pod on "+third+", token read back", time.Since(start))
+	g.Eventually(func(g Gomega) {
+		err := tc.Get(ctx, client.ObjectKey{Name: second}, &corev1.Node{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "node %s still exists (err %v)", second, err)
+	}, deleteTimeout, poll).Should(Succeed())
+
+	// Deleted: the host claim goes with the tenant's.
+	start = time.Now()
+	g.Expect(tc.Delete(ctx, dep)).To(Succeed())
+	g.Expect(tc.Delete(ctx, pvc)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(s.host.List(ctx, hostPVCs, client.InNamespace(key.Namespace), client.MatchingLabels{csicontroller.ClusterLabel: key.Name})).To(Succeed())
+		g.Expect(hostPVCs.Items).To(BeEmpty(), "host claims of the tenant's volumes")
+	}, tenantTimeout, lbPoll).Should(Succeed())
+	s.timeline.add(step, "claim deleted: no host claim left", time.Since(start))
+}
+
+// expectVolumePod waits for the volume app's one running pod on a node other than
+// notOn, and for its log to show the token; it returns the pod's node.
+func expectVolumePod(t *testing.T, tc tenant, token, notOn string) string {
+	t.Helper()
+	g := NewWithT(t)
+	var node string
+	g.Eventually(func(g Gomega) {
+		pods := &corev1.PodList{}
+		g.Expect(tc.List(t.Context(), pods, client.InNamespace("default"), client.MatchingLabels{"app": volumeApp})).To(Succeed())
+		var running []corev1.Pod
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp.IsZero() {
+				running = append(running, p)
+			}
+		}
+		g.Expect(running).To(HaveLen(1), "running pods of %s", volumeApp)
+		p := running[0]
+		g.Expect(p.Spec.NodeName).NotTo(Equal(notOn))
+		logs := podLogs(t, tc, &p)
+		g.Expect(logs).To(ContainSubstring("found "+token+" on "+p.Spec.NodeName), "the pod's log")
+		node = p.Spec.NodeName
+	}, tenantTimeout, lbPoll).Should(Succeed())
+	return node
+}
+
+func setUnschedulable(g Gomega, ctx context.Context, tc tenant, name string, v bool) {
+	g.Eventually(func() error {
+		n := &corev1.Node{}
+		if err := tc.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+			return err
+		}
+		n.Spec.Unschedulable = v
+		return tc.Update(ctx, n)
+	}, tenantTimeout, poll).Should(Succeed(), "cordon %s: %v", name, v)
+}
+
+func deleteVolumePods(g Gomega, ctx context.Context, tc tenant) {
+	g.Expect(tc.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("default"), client.MatchingLabels{"app": volumeApp})).To(Succeed())
+}
