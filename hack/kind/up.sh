@@ -2,7 +2,7 @@
 # Brings up the host cluster for `make e2e` (docs/e2e.md), offline: a kind cluster
 # (podman or Docker) from the kind node image built here, local-path-provisioner as
 # the default StorageClass, MetalLB (L2) for LoadBalancer Services, KubeVirt from
-# images built from its module, Cluster API + CAPK managers as Deployments, knest's controller by
+# images built from its module (volume hotplug on), Cluster API + CAPK managers as Deployments, knest's controller by
 # `kubectl apply -k config/default`, and the tenant node images and hosted control-plane
 # images of each version in NODE_IMAGE_VERSIONS loaded into the node's containerd.
 # Nothing is pulled from a registry. Running it again on an existing cluster updates
@@ -219,7 +219,7 @@ EOF
   sleep 5
 done
 
-step "KubeVirt $KUBEVIRT_VERSION (useEmulation: $emulation)"
+step "KubeVirt $KUBEVIRT_VERSION (useEmulation: $emulation, feature gate HotplugVolumes)"
 kubectl apply --server-side --force-conflicts -f "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml"
 wait_for 120 Established crd/kubevirts.kubevirt.io
 # One node: one replica of each host component is enough, and two cores' worth of CPU
@@ -240,6 +240,9 @@ spec:
   configuration:
     developerConfiguration:
       useEmulation: $emulation
+      # The VMI's addvolume/removevolume subresources with a plain PVC: tenant storage
+      # (a CSI driver in the tenant attaching host PVCs to its node VMs).
+      featureGates: [HotplugVolumes]
 EOF
 
 step "Cluster API $CAPI_VERSION, CAPK $CAPK_VERSION"
