@@ -179,9 +179,9 @@ kubectl -n local-path-storage rollout status deploy/local-path-provisioner --tim
 # LoadBalancer Services (a tenant's API endpoint or its own LoadBalancers): MetalLB in
 # L2 mode, upstream's native manifest with this host's images, answering ARP on the
 # container engine's network for addresses at its top: the top /27 unless
-# METALLB_ADDRESSES says. The engine's IPAM gives containers addresses from the bottom
-# (podman's round-robin, from a counter its run directory keeps until a reboot), so
-# it reaches them only after about 200 containers on the network; a node there stops this.
+# METALLB_ADDRESSES says. The engine's IPAM gives containers addresses counting up
+# from the bottom (podman round-robin: its counter per network wraps at the top), so it
+# reaches them only after about 200 containers on the network; a node there stops this.
 metallb_manifest=$(cd hack/tools/kind/metallb && "$GO" list -m -f '{{.Dir}}' go.universe.tf/metallb)/config/manifests/metallb-native.yaml
 if [[ -z $METALLB_ADDRESSES ]]; then
   node_cidr=$("$KIND_ENGINE" exec "${nodes[0]}" ip -4 -o addr show dev eth0 | awk '{print $4; exit}')
