@@ -19,6 +19,10 @@ KIND_ENGINE ?=
 # cgroup v1 hosts); tenants run NODE_KUBE_VERSION.
 KIND_NODE_DIR := $(KNEST_CACHE)/node-image/kind/$(KUBE_VERSION)
 PROVIDERS_INSTALL := $(PROVIDERS_DIR)/install
+# MetalLB, the host's LoadBalancer implementation (L2 mode), from the module
+# hack/tools/kind/metallb pins (hack/metallb-build.sh says why not a plain go build).
+METALLB_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "go.universe.tf/metallb") print $$(i+1)}' $(KIND_TOOLS)/metallb/go.mod)
+METALLB_DIR := $(KNEST_CACHE)/metallb/$(METALLB_VERSION)
 # The tenant versions whose node images up.sh loads (make node-image builds
 # NODE_KUBE_VERSION's, make node-images every one); make e2e-upgrade loads all of
 # NODE_KUBE_VERSIONS.
@@ -40,7 +44,8 @@ KIND_ENV = KNEST_CACHE=$(KNEST_CACHE) GO=$(GO) KIND=$(KIND) KIND_ENGINE=$(KIND_E
 	KIND_KUBE_VERSION=$(KUBE_VERSION) KIND_NODE_DIR=$(KIND_NODE_DIR) \
 	KUBEVIRT_DIR=$(KUBEVIRT_DIR) KUBEVIRT_IMAGES_DIR=$(KUBEVIRT_IMAGES_DIR) PROVIDERS_DIR=$(PROVIDERS_DIR) PROVIDERS_INSTALL=$(PROVIDERS_INSTALL) \
 	AUTOSCALER_VERSION=$(AUTOSCALER_VERSION) AUTOSCALER_DIR=$(AUTOSCALER_DIR) \
-	CSI_PROVISIONER=$(CSI_PROVISIONER) CSI_ATTACHER=$(CSI_ATTACHER)
+	CSI_PROVISIONER=$(CSI_PROVISIONER) CSI_ATTACHER=$(CSI_ATTACHER) \
+	METALLB_VERSION=$(METALLB_VERSION) METALLB_DIR=$(METALLB_DIR)
 
 .PHONY: kind-tools
 kind-tools: $(KIND) ## Build kind from its module; install podman and runc unless a Docker engine answers.
@@ -60,6 +65,13 @@ $(KIND):
 kind-node-image: node-image-tools ## Build the kind node image (tenant node base, kind's node files, kube-router), offline.
 	KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$(KUBE_VERSION) GO=$(GO) KNEST_KIND_NODE=true nice -n 10 images/build.sh
 
+.PHONY: metallb
+metallb: $(METALLB_DIR)/speaker ## Build MetalLB's controller and speaker (the kind host's LoadBalancers) into $(KNEST_CACHE)/metallb/<version>.
+
+# The script builds into a temporary directory, then renames.
+$(METALLB_DIR)/speaker: $(KIND_TOOLS)/metallb/go.mod $(KIND_TOOLS)/metallb/go.sum hack/metallb-build.sh
+	GO=$(GO) nice -n 10 hack/metallb-build.sh $(METALLB_DIR)
+
 # The Cluster API and CAPK install manifests, without cert-manager (hack/tools/kind/providers).
 $(PROVIDERS_INSTALL)/components.yaml: $(KIND_TOOLS)/providers/go.mod $(wildcard $(KIND_TOOLS)/providers/*.go)
 	rm -rf $(@D).tmp
@@ -74,7 +86,7 @@ kind-providers-test: testbin node-image
 
 # Everything up.sh needs, for NODE_KUBE_VERSION (make e2e-upgrade adds node-images).
 KIND_PREREQS := kind-tools kind-node-image node-image kubevirt-images providers kind-providers-test \
-	$(PROVIDERS_INSTALL)/components.yaml autoscaler csi-sidecars
+	$(PROVIDERS_INSTALL)/components.yaml autoscaler csi-sidecars metallb
 
 .PHONY: kind-up
 kind-up: $(KIND_PREREQS) ## Create or update the kind host cluster: KubeVirt, CAPI + CAPK, knest, the cluster-autoscaler image, node images (NODE_IMAGE_VERSIONS).

@@ -39,6 +39,13 @@ PROVIDERS_INSTALL=${PROVIDERS_INSTALL:-$PROVIDERS_DIR/install}
 # The cluster-autoscaler (make autoscaler), loaded as knest.local/cluster-autoscaler:$AUTOSCALER_VERSION.
 AUTOSCALER_VERSION=${AUTOSCALER_VERSION:-v1.33.0-1959f5f61f6c}
 AUTOSCALER_DIR=${AUTOSCALER_DIR:-$KNEST_CACHE/autoscaler/$AUTOSCALER_VERSION}
+# MetalLB's controller and speaker (make metallb), loaded as
+# knest.local/metallb-{controller,speaker}:$METALLB_VERSION.
+METALLB_VERSION=${METALLB_VERSION:-v0.16.2}
+METALLB_DIR=${METALLB_DIR:-$KNEST_CACHE/metallb/$METALLB_VERSION}
+# MetalLB's LoadBalancer addresses (a range or CIDR on the kind network); empty: the top
+# /27 of the kind node's network, which the container engine does not hand out.
+METALLB_ADDRESSES=${METALLB_ADDRESSES:-}
 # Host CPU overcommit of tenant VMs (knest controller --cpu-allocation-ratio): a
 # control plane of 2 vCPUs and two workers of 1 do not fit a 2-core host otherwise.
 KNEST_CPU_ALLOCATION_RATIO=${KNEST_CPU_ALLOCATION_RATIO:-4}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Brings up the host cluster for `make e2e` (docs/e2e.md), offline: a kind cluster
-# (podman or Docker) from the kind node image built here, KubeVirt from images built
-# from its module, Cluster API + CAPK managers as Deployments, knest's controller by
+# (podman or Docker) from the kind node image built here, local-path-provisioner as
+# the default StorageClass, MetalLB (L2) for LoadBalancer Services, KubeVirt from
+# images built from its module (volume hotplug on), Cluster API + CAPK managers as Deployments, knest's controller by
 # `kubectl apply -k config/default`, and the tenant node images and hosted control-plane
 # images of each version in NODE_IMAGE_VERSIONS loaded into the node's containerd.
 # Nothing is pulled from a registry. Running it again on an existing cluster updates
@@ -37,7 +38,7 @@ for v in $NODE_IMAGE_VERSIONS; do
 done
 for f in "$KIND" "$KUBE_BIN_DIR/kubectl" "$KIND_NODE_DIR/kind-node.tar" "${node_images[@]}" \
   "$KUBEVIRT_IMAGES_DIR/kubevirt-images.tar" "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml" "$PROVIDERS_INSTALL/components.yaml" \
-  "$AUTOSCALER_DIR/cluster-autoscaler"; do
+  "$AUTOSCALER_DIR/cluster-autoscaler" "$METALLB_DIR/controller" "$METALLB_DIR/speaker"; do
   [[ -e $f ]] || die "$f missing: run make e2e (or the target that builds it, see hack/kind.mk; make node-images for every version)"
 done
 # What hosted control planes run on this host (images/build.sh writes it beside the
@@ -112,7 +113,7 @@ for node in "${nodes[@]}"; do
     systemctl daemon-reload && systemctl enable knest-host-net.service && systemctl restart knest-host-net.service"
 done
 
-step "images: Cluster API, CAPK and knest managers, cluster-autoscaler $AUTOSCALER_VERSION"
+step "images: Cluster API, CAPK and knest managers, cluster-autoscaler $AUTOSCALER_VERSION, MetalLB $METALLB_VERSION"
 # knest's image is tagged by its binary's digest, so a rebuilt controller rolls out.
 CGO_ENABLED=0 "$GO" build -trimpath -ldflags '-s -w' -o "$tmp/knest" ./cmd/knest
 # The host's default StorageClass (below), from its module.
@@ -147,6 +148,13 @@ manager() { # ref, binary
     "$(csi_ref DefaultAttacherImage)" "$CSI_ATTACHER"
   printf '{"ref": "knest.local/local-path-provisioner:%s", "layers": [{"files": [{"src": "%s", "dst": "/usr/local/bin/local-path-provisioner", "mode": "0755"}]}], "env": ["PATH=/usr/local/bin"]},\n' \
     "$localpath_version" "$tmp/local-path-provisioner"
+  # MetalLB (make metallb): upstream's images are distroless/static with the binary at
+  # the root and no user (its manifest sets the controller's); the speaker's FRR tools
+  # serve only its FRR mode.
+  for c in controller speaker; do
+    printf '{"ref": "knest.local/metallb-%s:%s", "layers": [{"files": [{"src": "%s", "dst": "/%s", "mode": "0755"}]}], "entrypoint": ["/%s"]},\n' \
+      "$c" "$METALLB_VERSION" "$METALLB_DIR/$c" "$c" "$c"
+  done
   # What the Dockerfile builds: /knest as uid 65532 (config/manager checks runAsNonRoot).
   printf '{"ref": "knest.local/knest:%s", "layers": [{"files": [{"src": "%s", "dst": "/knest", "mode": "0755"}]}], "entrypoint": ["/knest"], "user": "65532:65532"}\n' "$knest_tag" "$tmp/knest"
   echo ']}'
@@ -180,7 +188,50 @@ kubectl annotate --overwrite storageclass standard storageclass.kubernetes.io/is
 kubectl annotate --overwrite storageclass local-path storageclass.kubernetes.io/is-default-class=true
 kubectl -n local-path-storage rollout status deploy/local-path-provisioner --timeout=5m
 
-step "KubeVirt $KUBEVIRT_VERSION (useEmulation: $emulation)"
+# LoadBalancer Services (a tenant's API endpoint or its own LoadBalancers): MetalLB in
+# L2 mode, upstream's native manifest with this host's images, answering ARP on the
+# container engine's network for addresses at its top: the top /27 unless
+# METALLB_ADDRESSES says. The engine's IPAM gives containers addresses counting up
+# from the bottom (podman round-robin: its counter per network wraps at the top), so it
+# reaches them only after about 200 containers on the network; a node there stops this.
+metallb_manifest=$(cd hack/tools/kind/metallb && "$GO" list -m -f '{{.Dir}}' go.universe.tf/metallb)/config/manifests/metallb-native.yaml
+if [[ -z $METALLB_ADDRESSES ]]; then
+  node_cidr=$("$KIND_ENGINE" exec "${nodes[0]}" ip -4 -o addr show dev eth0 | awk '{print $4; exit}')
+  [[ $node_cidr =~ ^([0-9]+)\.([0-9]+)\.([0-9]+)\.([0-9]+)/([0-9]+)$ ]] || die "no IPv4 address on ${nodes[0]}'s eth0 ($node_cidr)"
+  ((BASH_REMATCH[5] <= 26)) || die "the kind network $node_cidr is too small for a /27 of LoadBalancer addresses: set METALLB_ADDRESSES"
+  ip_int=$(((BASH_REMATCH[1] << 24) | (BASH_REMATCH[2] << 16) | (BASH_REMATCH[3] << 8) | BASH_REMATCH[4]))
+  last=$((ip_int | ((1 << (32 - BASH_REMATCH[5])) - 1)))
+  dotted() { echo "$(($1 >> 24 & 255)).$(($1 >> 16 & 255)).$(($1 >> 8 & 255)).$(($1 & 255))"; }
+  # Not the broadcast address.
+  METALLB_ADDRESSES=$(dotted $((last - 31)))-$(dotted $((last - 1)))
+  ((ip_int < last - 31)) || die "${nodes[0]}'s address $node_cidr is in the LoadBalancer range $METALLB_ADDRESSES: set METALLB_ADDRESSES"
+fi
+step "LoadBalancers: MetalLB $METALLB_VERSION (L2) on $METALLB_ADDRESSES"
+sed -e "s#image: quay.io/metallb/controller:.*#image: knest.local/metallb-controller:$METALLB_VERSION#" \
+  -e "s#image: quay.io/metallb/speaker:.*#image: knest.local/metallb-speaker:$METALLB_VERSION#" \
+  "$metallb_manifest" | kubectl apply --server-side --force-conflicts -f -
+kubectl -n metallb-system rollout status deploy/controller --timeout=5m
+kubectl -n metallb-system rollout status ds/speaker --timeout=5m
+# The pool's validating webhook answers once the controller has made its certificate.
+end=$((SECONDS + 120))
+until kubectl apply --server-side --force-conflicts -f - <<EOF; do
+apiVersion: metallb.io/v1beta1
+kind: IPAddressPool
+metadata: {name: kind, namespace: metallb-system}
+spec:
+  addresses: [$METALLB_ADDRESSES]
+---
+apiVersion: metallb.io/v1beta1
+kind: L2Advertisement
+metadata: {name: kind, namespace: metallb-system}
+spec:
+  ipAddressPools: [kind]
+EOF
+  ((SECONDS < end)) || die "MetalLB's webhook did not accept the address pool"
+  sleep 5
+done
+
+step "KubeVirt $KUBEVIRT_VERSION (useEmulation: $emulation, feature gate HotplugVolumes)"
 kubectl apply --server-side --force-conflicts -f "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml"
 wait_for 120 Established crd/kubevirts.kubevirt.io
 # One node: one replica of each host component is enough, and two cores' worth of CPU
@@ -201,6 +252,9 @@ spec:
   configuration:
     developerConfiguration:
       useEmulation: $emulation
+      # The VMI's addvolume/removevolume subresources with a plain PVC: tenant storage
+      # (a CSI driver in the tenant attaching host PVCs to its node VMs).
+      featureGates: [HotplugVolumes]
 EOF
 
 step "Cluster API $CAPI_VERSION, CAPK $CAPK_VERSION"
