@@ -35,6 +35,22 @@
 //
 // ControllerPublishVolume waits for a hot-plug only for Config.HotplugWait; a call
 // that finds it still in progress returns Unavailable and the attacher calls again.
+//
+// A Filesystem host PVC (the default, and all that node-local host storage such as
+// local-path offers) is a disk to KubeVirt as the file disk.img on it. KubeVirt
+// makes that file only for the PVCs a VM starts with; for a hot-plugged PVC it
+// expects one (CDI writes it for DataVolumes). Without it virt-handler fails the
+// hot-plug, and KubeVirt v1.7.0 then keeps a duplicate mount record of the attempt:
+// removevolume fails and every later hot-plug or unplug of that VM instance stays
+// pending until it restarts. So the controller never calls addvolume for a
+// Filesystem PVC without disk.img: before the first one, it runs a pod of its own
+// image in the tenant's namespace, on the VM's host node when known, that mounts
+// the PVC and runs `knest-csi prepare-disk` (a sparse file of the volume's
+// capacity, owned by KubeVirt's qemu user 107), waits for it within HotplugWait
+// (Unavailable meanwhile), marks the PVC (controller.DiskImageAnnotation) and
+// deletes the pod. The PVC requests the capacity plus 6%, rounded up to a MiB, for
+// the filesystem's own overhead around disk.img (KubeVirt and CDI assume 5.5%); the
+// volume's capacity is what the tenant asked for. Block PVCs need neither.
 package csi
 
 import (

@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -36,8 +37,12 @@ type Config struct {
 	ClusterName string
 	// HotplugWait is how long ControllerPublishVolume and ControllerUnpublishVolume
 	// wait for KubeVirt to finish a hot-plug before they return Unavailable (the
-	// attacher calls again). Zero checks once.
+	// attacher calls again). Zero checks once. It bounds the wait for a disk
+	// image's preparation (prep.go) the same way.
 	HotplugWait time.Duration
+	// PrepImage is the driver's own image, which the pods that prepare a
+	// Filesystem volume's disk image run (`knest-csi prepare-disk`).
+	PrepImage string
 }
 
 // Server is the CSI controller service.
@@ -50,8 +55,8 @@ var _ csi.ControllerServer = &Server{}
 
 // New returns a controller service for cfg.
 func New(cfg Config) (*Server, error) {
-	if cfg.Client == nil || cfg.VMs == nil || cfg.Namespace == "" || cfg.ClusterName == "" {
-		return nil, errors.New("the CSI controller service needs a client, VMs, a namespace and a cluster name")
+	if cfg.Client == nil || cfg.VMs == nil || cfg.Namespace == "" || cfg.ClusterName == "" || cfg.PrepImage == "" {
+		return nil, errors.New("the CSI controller service needs a client, VMs, a namespace, a cluster name and a prep image")
 	}
 	return &Server{cfg: cfg}, nil
 }
@@ -113,7 +118,7 @@ func (s *Server) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	if !s.own(pvc) || pvc.Annotations[NameAnnotation] != req.GetName() {
 		return nil, status.Errorf(codes.AlreadyExists, "host PVC %s/%s exists and is not volume %q of cluster %s", pvc.Namespace, pvc.Name, req.GetName(), s.cfg.ClusterName)
 	}
-	have := requestedSize(pvc)
+	have := capacity(pvc)
 	if !fits(have, req.GetCapacityRange()) {
 		return nil, status.Errorf(codes.AlreadyExists, "volume %q exists with %d bytes, which does not fit the requested range", req.GetName(), have)
 	}
@@ -134,6 +139,10 @@ func (s *Server) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 	}
 	if to := pvc.Annotations[AttachedToAnnotation]; to != "" {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is published to node %s", pvc.Name, to)
+	}
+	// A prep pod left by a publish that did not finish holds the claim.
+	if err := s.deletePrepPod(ctx, pvc.Name); err != nil {
+		return nil, err
 	}
 	// The UID precondition keeps a PVC that replaced this one under the same name.
 	if err := s.cfg.Client.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID}); err != nil && !apierrors.IsNotFound(err) {
@@ -186,10 +195,11 @@ func (s *Server) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 	}
 	// A block volume has no filesystem to grow.
 	nodeExpansion := req.GetVolumeCapability().GetBlock() == nil
-	if have := requestedSize(pvc); size <= have {
+	if have := capacity(pvc); size <= have {
 		return &csi.ControllerExpandVolumeResponse{CapacityBytes: have, NodeExpansionRequired: nodeExpansion}, nil
 	}
-	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = *resource.NewQuantity(size, resource.BinarySI)
+	pvc.Annotations[CapacityAnnotation] = strconv.FormatInt(size, 10)
+	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = *resource.NewQuantity(HostRequest(size, volumeMode(pvc)), resource.BinarySI)
 	if err := s.cfg.Client.Update(ctx, pvc); err != nil {
 		switch {
 		case apierrors.IsConflict(err):
@@ -241,6 +251,10 @@ func (s *Server) ControllerPublishVolume(ctx context.Context, req *csi.Controlle
 	}
 	serial := knestcsi.SerialFor(id)
 	if !hasVolume(vm, id) {
+		// Never a hot-plug of a Filesystem claim without its disk.img (prep.go).
+		if err := s.prepareDisk(ctx, pvc, node); err != nil {
+			return nil, err
+		}
 		if err := s.cfg.VMs.AddVolume(ctx, s.cfg.Namespace, node, hotplugOptions(id, serial)); err != nil {
 			// virt-api refuses a second request for the volume, from a call that
 			// raced this one: that is no failure.

@@ -85,6 +85,15 @@ func TestCreateVolume(t *testing.T) {
 	g.Expect(*pvc.Spec.VolumeMode).To(Equal(corev1.PersistentVolumeFilesystem))
 	g.Expect(pvc.Spec.StorageClassName).To(BeNil())
 	g.Expect(rsp.GetVolume().GetCapacityBytes()).To(Equal(controller.DefaultVolumeSize))
+	// Room for disk.img of 1 GiB and the filesystem around it: 1024 MiB * 1.06,
+	// rounded up. The capacity is the tenant's, also when asked again.
+	g.Expect(pvc.Spec.Resources.Requests[corev1.ResourceStorage]).To(Equal(resource.MustParse("1086Mi")))
+	g.Expect(pvc.Annotations).To(HaveKeyWithValue(controller.CapacityAnnotation, "1073741824"))
+	again, err = s.CreateVolume(ctx, createReq("pvc-2", 0, nil))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(again.GetVolume()).To(Equal(rsp.GetVolume()))
+	_, err = s.CreateVolume(ctx, createReq("pvc-2", 1086<<20, nil))
+	g.Expect(status.Code(err)).To(Equal(codes.AlreadyExists), "the claim's request is not the volume's capacity")
 
 	for name, req := range map[string]*csi.CreateVolumeRequest{
 		"unknown parameter": createReq("pvc-3", 0, map[string]string{"hostStorageClas": "typo"}),
@@ -319,7 +328,9 @@ func TestExpandVolume(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(exp.GetCapacityBytes()).To(Equal(int64(3<<29 + 1<<20)))
 	g.Expect(exp.GetNodeExpansionRequired()).To(BeTrue())
-	g.Expect(getPVC(g, ns, id).Spec.Resources.Requests[corev1.ResourceStorage]).To(Equal(resource.MustParse("1537Mi")))
+	// The claim grows by the filesystem's room too: 1537 MiB * 1.06, rounded up.
+	g.Expect(getPVC(g, ns, id).Spec.Resources.Requests[corev1.ResourceStorage]).To(Equal(resource.MustParse("1630Mi")))
+	g.Expect(getPVC(g, ns, id).Annotations).To(HaveKeyWithValue(controller.CapacityAnnotation, "1611661312"))
 
 	// Smaller, or a block volume: nothing to do; no filesystem to grow.
 	exp, err = s.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{

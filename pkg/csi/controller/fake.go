@@ -21,6 +21,9 @@ type FakeVMs struct {
 	OnRemove func(vm, volume string)
 	// InProgress, when set, leaves hot-plugs and unplugs unfinished in the instance.
 	InProgress bool
+	// HostNode, when set, is the host node every running instance is on
+	// (status.nodeName).
+	HostNode string
 	// Adds and Removes count the AddVolume and RemoveVolume calls that got through.
 	Adds, Removes int
 
@@ -94,6 +97,7 @@ func (f *FakeVMs) GetInstance(_ context.Context, namespace, name string) (*kubev
 	}
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	vmi.Namespace, vmi.Name = namespace, name
+	vmi.Status.NodeName = f.HostNode
 	for v, p := range f.phases[k] {
 		vmi.Status.VolumeStatus = append(vmi.Status.VolumeStatus, kubevirtv1.VolumeStatus{Name: v, Phase: p})
 	}

@@ -20,7 +20,8 @@ import (
 // TestSanity runs the CSI spec's sanity tests against the driver as deployed: the
 // controller service and the node plugin on sockets of their own. The host side is
 // the real API server (claims bound at once, of a host StorageClass that allows
-// expansion, so that they may grow); the hot-plug is FakeVMs, which makes the disk
+// expansion, so that they may grow; the pods that prepare disk images run to
+// success at once, kubeletClient); the hot-plug is FakeVMs, which makes the disk
 // appear under a stand-in /dev/disk/by-id (a link to a file standing in for the
 // device), as virt-handler and the guest's udev would; mounts are mount-utils'
 // FakeMounter.
@@ -56,7 +57,7 @@ func TestSanity(t *testing.T) {
 		},
 	}
 	vms.Add(nodeVM(ns, nodeName, cluster), true)
-	ctrlServer := newServerWith(t, g, bindingClient{client.NewNamespacedClient(env.Client, ns)}, ns, cluster, vms)
+	ctrlServer := newServerWith(t, g, bindingClient{kubeletClient{client.NewNamespacedClient(env.Client, ns)}}, ns, cluster, vms)
 
 	mounter, _, _ := node.NewFakeMounter()
 	nodeServer, err := node.New(node.Config{NodeID: nodeName, DiskDir: diskDir, Mounter: mounter})

@@ -47,10 +47,10 @@ func nodeVM(ns, name, cluster string) *kubevirtv1.VirtualMachine {
 }
 
 // newServer returns a controller service of cluster in ns, with a client limited to
-// ns, over vms.
+// ns whose pods run to success at once (kubeletClient), over vms.
 func newServer(t *testing.T, g Gomega, ns, cluster string, vms controller.VMs) *controller.Server {
 	t.Helper()
-	return newServerWith(t, g, client.NewNamespacedClient(env.Client, ns), ns, cluster, vms)
+	return newServerWith(t, g, kubeletClient{client.NewNamespacedClient(env.Client, ns)}, ns, cluster, vms)
 }
 
 func newServerWith(t *testing.T, g Gomega, c client.Client, ns, cluster string, vms controller.VMs) *controller.Server {
@@ -60,10 +60,14 @@ func newServerWith(t *testing.T, g Gomega, c client.Client, ns, cluster string, 
 		VMs:         vms,
 		Namespace:   ns,
 		ClusterName: cluster,
+		PrepImage:   prepImage,
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	return s
 }
+
+// prepImage stands for the driver's image in the tests' prep pods.
+const prepImage = "example.com/knest-csi:test"
 
 // bindingClient binds every PVC it creates at once, as the host's storage would; no
 // PersistentVolume controller runs on the test bed, and only a bound claim may grow.
@@ -81,6 +85,24 @@ func (c bindingClient) Create(ctx context.Context, obj client.Object, opts ...cl
 	pvc.Status.AccessModes = pvc.Spec.AccessModes
 	pvc.Status.Capacity = pvc.Spec.Resources.Requests
 	return c.Client.Status().Update(ctx, pvc)
+}
+
+// kubeletClient runs every pod it creates at once, to success, as the host's
+// kubelet runs a disk's prep pod (which writes disk.img and exits 0); no kubelet
+// runs on the test bed. The tests of the preparation itself set the pods' status
+// themselves.
+type kubeletClient struct{ client.Client }
+
+func (c kubeletClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if err := c.Client.Create(ctx, obj, opts...); err != nil {
+		return err
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil
+	}
+	pod.Status.Phase = corev1.PodSucceeded
+	return c.Client.Status().Update(ctx, pod)
 }
 
 // expandableClass creates a host StorageClass that allows expansion.

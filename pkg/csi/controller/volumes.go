@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -22,6 +23,12 @@ const (
 	// AttachedToAnnotation names the VM a volume is published to (or being
 	// published to); a single-node volume goes to one VM at a time.
 	AttachedToAnnotation = "csi.knest.dev/attached-to"
+	// CapacityAnnotation holds the volume's capacity in bytes, what the tenant
+	// asked for: a Filesystem host PVC requests more (hostRequest).
+	CapacityAnnotation = "csi.knest.dev/capacity"
+	// DiskImageAnnotation, on a Filesystem host PVC, records that its disk.img
+	// exists, and its size in bytes when it was made (see prep.go).
+	DiskImageAnnotation = "csi.knest.dev/disk-image"
 
 	// ParamHostStorageClass is the StorageClass parameter naming the host
 	// StorageClass of the host PVC; empty or absent means the host's default.
@@ -30,10 +37,9 @@ const (
 	// mode, Filesystem (the default, which every host storage class supports;
 	// KubeVirt then keeps a disk image file on it) or Block. Either way the tenant
 	// node sees a disk. On a Filesystem PVC KubeVirt sizes the image to the space
-	// the filesystem has, which may be somewhat less than the claim (it tolerates
-	// 10% by default, lessPVCSpaceToleration); CDI's DataVolumes, which
-	// kubevirt-csi-driver uses, add that overhead to the claim, and this driver
-	// does not yet.
+	// the filesystem has, which is somewhat less than the claim; CDI's DataVolumes,
+	// which kubevirt-csi-driver uses, add that overhead to the claim, and so does
+	// this driver (hostRequest).
 	ParamHostVolumeMode = "hostVolumeMode"
 
 	// csiParamPrefix marks the parameters that csi-provisioner adds itself.
@@ -43,6 +49,13 @@ const (
 	gib = int64(1) << 30
 	// DefaultVolumeSize is the size of a volume whose request names none.
 	DefaultVolumeSize = gib
+
+	// filesystemOverheadPercent is what a Filesystem host PVC requests beyond the
+	// volume's capacity, in percent: room for the host filesystem's own metadata and
+	// reserved blocks around disk.img. KubeVirt and CDI assume 5.5% by default
+	// (CDI's filesystemOverhead, 0.055; a claim of capacity/(1-0.055), about
+	// capacity*1.0582, holds a disk.img of capacity); 6% covers that.
+	filesystemOverheadPercent = 106
 )
 
 // VolumeID is the volume ID, and the host PVC's name, of the volume named name of
@@ -122,20 +135,36 @@ func parseParams(params map[string]string) (volumeParams, error) {
 	return p, nil
 }
 
+// HostRequest is what the host PVC of a volume of capacity bytes requests. A Block
+// PVC is the disk itself: capacity. A Filesystem PVC holds the disk as a file,
+// disk.img, of capacity bytes, on a filesystem that needs room of its own:
+// capacity*1.06, rounded up to a whole MiB (filesystemOverheadPercent). The volume's
+// reported capacity stays what the tenant asked for (CapacityAnnotation).
+func HostRequest(capacity int64, mode corev1.PersistentVolumeMode) int64 {
+	if mode == corev1.PersistentVolumeBlock {
+		return capacity
+	}
+	mibs := (capacity + mib - 1) / mib
+	return (mibs*filesystemOverheadPercent + 99) / 100 * mib
+}
+
 // hostPVC is the host PVC of a new volume.
 func hostPVC(namespace, cluster, name string, size int64, p volumeParams) *corev1.PersistentVolumeClaim {
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        VolumeID(cluster, name),
-			Namespace:   namespace,
-			Labels:      map[string]string{ClusterLabel: cluster},
-			Annotations: map[string]string{NameAnnotation: name},
+			Name:      VolumeID(cluster, name),
+			Namespace: namespace,
+			Labels:    map[string]string{ClusterLabel: cluster},
+			Annotations: map[string]string{
+				NameAnnotation:     name,
+				CapacityAnnotation: strconv.FormatInt(size, 10),
+			},
 		},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			VolumeMode:  &p.volumeMode,
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceStorage: *resource.NewQuantity(size, resource.BinarySI),
+				corev1.ResourceStorage: *resource.NewQuantity(HostRequest(size, p.volumeMode), resource.BinarySI),
 			}},
 		},
 	}
@@ -145,10 +174,22 @@ func hostPVC(namespace, cluster, name string, size int64, p volumeParams) *corev
 	return pvc
 }
 
-// requestedSize is the size the volume was created with.
-func requestedSize(pvc *corev1.PersistentVolumeClaim) int64 {
+// capacity is the volume's capacity: CapacityAnnotation, or, on a claim made
+// before the driver recorded it, the claim's request.
+func capacity(pvc *corev1.PersistentVolumeClaim) int64 {
+	if n, err := strconv.ParseInt(pvc.Annotations[CapacityAnnotation], 10, 64); err == nil && n > 0 {
+		return n
+	}
 	q := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	return q.Value()
+}
+
+// volumeMode is the host PVC's volume mode; unset is Filesystem.
+func volumeMode(pvc *corev1.PersistentVolumeClaim) corev1.PersistentVolumeMode {
+	if pvc.Spec.VolumeMode == nil || *pvc.Spec.VolumeMode == "" {
+		return corev1.PersistentVolumeFilesystem
+	}
+	return *pvc.Spec.VolumeMode
 }
 
 // singleNode reports whether access mode m can be served by a disk of one VM.

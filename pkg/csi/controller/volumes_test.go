@@ -5,6 +5,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/knest-dev/knest/pkg/csi/controller"
@@ -39,6 +40,21 @@ func TestVolumeSize(t *testing.T) {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(got).To(Equal(c.want))
 		})
+	}
+}
+
+func TestHostRequest(t *testing.T) {
+	g := NewWithT(t)
+	const mi, gi = int64(1) << 20, int64(1) << 30
+	fs, block := corev1.PersistentVolumeFilesystem, corev1.PersistentVolumeBlock
+	g.Expect(controller.HostRequest(gi, fs)).To(Equal(1086 * mi)) // 1085.44 MiB, rounded up
+	g.Expect(controller.HostRequest(100*mi, fs)).To(Equal(106 * mi))
+	g.Expect(controller.HostRequest(mi, fs)).To(Equal(2 * mi))
+	g.Expect(controller.HostRequest(mi+1, fs)).To(Equal(3 * mi))
+	g.Expect(controller.HostRequest(gi, block)).To(Equal(gi))
+	for _, c := range []int64{mi, gi, 10*gi + 7*mi, 1 << 50} {
+		// Room for disk.img and KubeVirt's 5.5% filesystem overhead.
+		g.Expect(float64(controller.HostRequest(c, fs))*(1-0.055)).To(BeNumerically(">=", float64(c)), "%d", c)
 	}
 }
 
