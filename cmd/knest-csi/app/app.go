@@ -1,5 +1,6 @@
 // Package app is knest-csi's main: the root command and its two subcommands, one per
-// half of the driver (controller.go, node.go).
+// half of the driver (controller.go, node.go), and prepare-disk (preparedisk.go),
+// which the controller's prep pods run.
 package app
 
 import (
@@ -80,7 +81,7 @@ func NewCommand(logs io.Writer) *cobra.Command {
 	fl.StringVar(&o.endpoint, "endpoint", DefaultEndpoint, "CSI endpoint: the unix socket to serve the CSI services on")
 	fl.StringVar(&o.healthAddress, "health-address", DefaultHealthAddress, "Address of /healthz, which asks the CSI identity service's Probe over the endpoint; empty disables it")
 	fl.IntVarP(&o.verbosity, "verbosity", "v", 0, "Log verbosity (1: debug)")
-	cmd.AddCommand(newControllerCommand(logs, o), newNodeCommand(logs, o))
+	cmd.AddCommand(newControllerCommand(logs, o), newNodeCommand(logs, o), newPrepareDiskCommand(logs))
 	return cmd
 }
 

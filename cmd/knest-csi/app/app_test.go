@@ -100,8 +100,9 @@ func TestFlags(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"controller", "--cluster", "demo"}, "--namespace and --cluster are required"},
-		{[]string{"controller", "--namespace", "tenants"}, "--namespace and --cluster are required"},
+		{[]string{"controller", "--cluster", "demo", "--prep-image", "i"}, "--namespace, --cluster and --prep-image are required"},
+		{[]string{"controller", "--namespace", "tenants", "--prep-image", "i"}, "--namespace, --cluster and --prep-image are required"},
+		{[]string{"controller", "--namespace", "tenants", "--cluster", "demo"}, "--namespace, --cluster and --prep-image are required"},
 		{[]string{"node"}, "--node-id is required"},
 		{[]string{"node", "--node-id", "n", "--endpoint", "tcp://127.0.0.1:1"}, "--endpoint must be a unix socket"},
 		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
@@ -113,7 +114,7 @@ func TestFlags(t *testing.T) {
 		g.Expect(logs.String()).To(HavePrefix("ERROR: "), "the error is printed once, at the top")
 	}
 	// In-cluster is the default; outside a pod it says what to do.
-	err := app.Run(t.Context(), &syncBuffer{}, []string{"controller", "--namespace", "tenants", "--cluster", "demo"})
+	err := app.Run(t.Context(), &syncBuffer{}, []string{"controller", "--namespace", "tenants", "--cluster", "demo", "--prep-image", "i"})
 	NewWithT(t).Expect(err).To(MatchError(ContainSubstring("give --kubeconfig")))
 }
 

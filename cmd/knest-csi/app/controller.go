@@ -29,6 +29,7 @@ type controllerFlags struct {
 	namespace, cluster string
 	kubeconfig         string
 	hotplugWait        time.Duration
+	prepImage          string
 }
 
 func newControllerCommand(logs io.Writer, o *options) *cobra.Command {
@@ -50,13 +51,14 @@ func newControllerCommand(logs io.Writer, o *options) *cobra.Command {
 	fl.StringVar(&f.namespace, "namespace", "", "The tenant's host namespace, where its volumes (PVCs) and node VMs are (required)")
 	fl.StringVar(&f.cluster, "cluster", "", "The tenant's cluster name, as Cluster API's cluster-name label on its VMs (required)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig of the host cluster; empty: in-cluster")
-	fl.DurationVar(&f.hotplugWait, "hotplug-wait", DefaultHotplugWait, "How long a publish or unpublish call waits for KubeVirt's hot-plug before it answers Unavailable (the attacher calls again)")
+	fl.DurationVar(&f.hotplugWait, "hotplug-wait", DefaultHotplugWait, "How long a publish or unpublish call waits for KubeVirt's hot-plug (or a disk image's preparation) before it answers Unavailable (the attacher calls again)")
+	fl.StringVar(&f.prepImage, "prep-image", "", "This driver's own image, which the pods that prepare a Filesystem volume's disk image run with `knest-csi prepare-disk` (required)")
 	return cmd
 }
 
 func runController(ctx context.Context, logs io.Writer, o *options, f *controllerFlags) error {
-	if f.namespace == "" || f.cluster == "" {
-		return errors.New("--namespace and --cluster are required")
+	if f.namespace == "" || f.cluster == "" || f.prepImage == "" {
+		return errors.New("--namespace, --cluster and --prep-image are required")
 	}
 	log := o.logger(logs).WithValues("namespace", f.namespace, "cluster", f.cluster)
 	ctrl.SetLogger(log)
@@ -70,8 +72,8 @@ func runController(ctx context.Context, logs io.Writer, o *options, f *controlle
 			return fmt.Errorf("failed to build the scheme: %w", err)
 		}
 	}
-	// No cache: the driver reads one PVC or VM per call, and its Role grants no
-	// list or watch of VMs.
+	// No cache: the driver reads one PVC, pod or VM per call, and its Role grants no
+	// list or watch.
 	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("failed to create a client of the host cluster: %w", err)
@@ -82,7 +84,7 @@ func runController(ctx context.Context, logs io.Writer, o *options, f *controlle
 		return err
 	}
 	srv, err := controller.New(controller.Config{
-		Client: c, VMs: vms, Namespace: f.namespace, ClusterName: f.cluster, HotplugWait: f.hotplugWait,
+		Client: c, VMs: vms, Namespace: f.namespace, ClusterName: f.cluster, HotplugWait: f.hotplugWait, PrepImage: f.prepImage,
 	})
 	if err != nil {
 		return err

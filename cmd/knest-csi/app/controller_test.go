@@ -88,10 +88,26 @@ func TestControllerAsDeployed(t *testing.T) {
 		}},
 	}
 	g.Expect(env.Client.Create(ctx, vm)).To(Succeed())
-	_, err = cc.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: id, NodeId: vm.Name, VolumeCapability: mount[0]})
+	publish := &csi.ControllerPublishVolumeRequest{VolumeId: id, NodeId: vm.Name, VolumeCapability: mount[0]}
+	// First the claim's disk.img: a prep pod of the driver's image, which no kubelet
+	// runs here; its success the test sets.
+	_, err = cc.ControllerPublishVolume(ctx, publish)
+	g.Expect(status.Code(err)).To(Equal(codes.Unavailable), "%v", err)
+	prep := &corev1.Pod{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: controller.PrepPodName(id)}, prep)).To(Succeed())
+	g.Expect(prep.Spec.Containers[0].Image).To(Equal(deploy.DefaultImage), "--prep-image, as rendered")
+	prep.Status.Phase = corev1.PodSucceeded
+	g.Expect(env.Client.Status().Update(ctx, prep)).To(Succeed())
+	// Then the hot-plug; the prep pod is deleted and the claim marked.
+	_, err = cc.ControllerPublishVolume(ctx, publish)
 	g.Expect(status.Code(err)).To(Equal(codes.Internal))
 	g.Expect(err.Error()).To(ContainSubstring("the server could not find the requested resource"), "authorized, and no virt-api")
 	g.Expect(strings.ToLower(err.Error())).NotTo(ContainSubstring("forbidden"))
+	g.Eventually(func() error {
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(prep), &corev1.Pod{})
+	}).Should(MatchError(ContainSubstring("not found")))
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: id}, pvc)).To(Succeed())
+	g.Expect(pvc.Annotations).To(HaveKey(controller.DiskImageAnnotation))
 	// Marked as published before the hot-plug: a delete waits for the unpublish,
 	// which finds no instance (the VM does not run) and clears the mark.
 	_, err = cc.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id})

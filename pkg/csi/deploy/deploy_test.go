@@ -99,6 +99,7 @@ func TestRenderHost(t *testing.T) {
 	// watch, nothing cluster-wide.
 	g.Expect(h.Role.Rules).To(ConsistOf(
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "create", "update", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "create", "delete"}},
 		rbacv1.PolicyRule{APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachines", "virtualmachineinstances"}, Verbs: []string{"get"}},
 		rbacv1.PolicyRule{APIGroups: []string{"subresources.kubevirt.io"}, Resources: []string{"virtualmachines/addvolume", "virtualmachines/removevolume"}, Verbs: []string{"update"}},
 	))
@@ -125,7 +126,8 @@ func TestRenderHost(t *testing.T) {
 
 	driver := container(g, pod.Containers, "knest-csi")
 	g.Expect(driver.Image).To(Equal(deploy.DefaultImage))
-	g.Expect(driver.Args).To(Equal([]string{"controller", "--namespace=tenants", "--cluster=demo", "--endpoint=unix:///csi/csi.sock", "--health-address=:9808"}))
+	g.Expect(driver.Args).To(Equal([]string{"controller", "--namespace=tenants", "--cluster=demo", "--endpoint=unix:///csi/csi.sock", "--health-address=:9808",
+		"--prep-image=" + deploy.DefaultImage}))
 	g.Expect(driver.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
 	// The host token is the driver's alone; the sidecars, which talk to the tenant,
 	// get the tenant's kubeconfig and nothing of the host.
@@ -238,6 +240,7 @@ func TestRenderImages(t *testing.T) {
 	}
 	g.Expect(images).To(ConsistOf("r/d:1", "r/p:1", "r/a:1"))
 	g.Expect(o.Tenant.DaemonSet.Spec.Template.Spec.Containers[0].Image).To(Equal("r/d:1"))
+	g.Expect(o.Host.Deployment.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--prep-image=r/d:1"), "the prep pods run the driver's image")
 	g.Expect(o.Tenant.StorageClasses).To(BeEmpty())
 	g.Expect(o.List()).To(HaveLen(7))
 }

@@ -76,15 +76,19 @@ func renderHost(in Input) *HostObjects {
 // ControllerRules are what pkg/csi/controller does in the tenant's namespace, with a
 // client that reads one object at a time (no cache, so no list or watch): it
 // creates, reads, annotates and grows (update) and deletes the host PVCs of the
-// tenant's volumes; reads a node's VirtualMachine and its running instance; and
-// hot-plugs and unplugs volumes with virt-api's VM subresources addvolume and
-// removevolume (PUT, which RBAC calls update, as KubeVirt's own kubevirt.io:edit
-// role grants them). Names cannot narrow it: volumes are created by name at run
+// tenant's volumes; creates, reads (for its phase) and deletes the pod that writes a
+// Filesystem PVC's disk.img before its first hot-plug (controller's prep.go);
+// reads a node's VirtualMachine and its running instance; and hot-plugs and
+// unplugs volumes with virt-api's VM subresources addvolume and removevolume (PUT,
+// which RBAC calls update, as KubeVirt's own kubevirt.io:edit role grants them).
+// Names cannot narrow it: volumes and their prep pods are created by name at run
 // time, and tenants that share a namespace share these rights; the driver acts only
-// on PVCs and VMs labelled with its own cluster.
+// on PVCs, pods and VMs labelled with its own cluster. The knest controller, which
+// grants this Role, must hold all of it (config/rbac/tenant_role.yaml).
 func ControllerRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "create", "update", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "create", "delete"}},
 		{APIGroups: []string{kubevirtv1.SchemeGroupVersion.Group}, Resources: []string{"virtualmachines", "virtualmachineinstances"}, Verbs: []string{"get"}},
 		{
 			APIGroups: []string{controller.SubresourceGroupVersion.Group},
@@ -155,6 +159,8 @@ func controllerDeployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
 								"--cluster=" + in.Cluster,
 								"--endpoint=unix://" + socketDir + "/csi.sock",
 								"--health-address=" + healthAddress(),
+								// Its prep pods run this image's prepare-disk.
+								"--prep-image=" + in.Images.Driver,
 							},
 							Ports:           []corev1.ContainerPort{{Name: "healthz", ContainerPort: healthPort, Protocol: corev1.ProtocolTCP}},
 							LivenessProbe:   livenessProbe(),
