@@ -102,8 +102,9 @@ func Render(in Input) *Objects {
 }
 
 // Rules are what the provider does in the tenant's namespace: it writes the host
-// load balancers (Services, the EndpointSlices of externalTrafficPolicy Local,
-// the NetworkPolicies that let their traffic in) and reads the VMs for the
+// load balancers (Services, the EndpointSlices of externalTrafficPolicy Local and
+// the stale ones of a Service that had a selector, the NetworkPolicies that let
+// their traffic in) and reads the VMs for the
 // addresses and the existence of the tenant's Nodes. It reads and writes only
 // objects with its cluster's label (pkg/cloudprovider); the Role cannot narrow
 // that further, so tenants sharing a namespace share these rights.
@@ -113,6 +114,8 @@ func Rules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
 		{APIGroups: []string{corev1.GroupName}, Resources: []string{"services"}, Verbs: write},
 		{APIGroups: []string{discoveryv1.GroupName}, Resources: []string{"endpointslices"}, Verbs: write},
+		// The endpoints controller's Endpoints of a host Service that had a selector.
+		{APIGroups: []string{corev1.GroupName}, Resources: []string{"endpoints"}, Verbs: []string{"delete"}},
 		{APIGroups: []string{networkingv1.GroupName}, Resources: []string{"networkpolicies"}, Verbs: write},
 		{APIGroups: []string{kubevirtv1.SchemeGroupVersion.Group}, Resources: []string{"virtualmachines", "virtualmachineinstances"}, Verbs: read},
 	}

@@ -62,6 +62,40 @@ func (p *Provider) applyEndpointSlice(ctx context.Context, svc *corev1.Service, 
 	if err := p.opts.Host.Apply(ctx, slice, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("failed to apply EndpointSlice %s/%s: %w", p.opts.Namespace, host.Name, err)
 	}
+	return p.deleteSelectorEndpoints(ctx, host)
+}
+
+// Who else writes a Service's endpoints: the EndpointSlice controller for a Service
+// with a selector, and the mirroring controller, which copies an Endpoints object
+// (the endpoints controller's, for a Service with a selector) into slices.
+var selectorSliceManagers = []string{"endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io"}
+
+// deleteSelectorEndpoints deletes the endpoints the host's controllers wrote for
+// host while it had a selector (externalTrafficPolicy Cluster): they leave them
+// when the selector goes, and the host's kube-proxy and load balancer would still
+// send to every worker, also those without a local endpoint, where the tenant's
+// kube-proxy drops Local traffic. The legacy Endpoints object of that name is the
+// endpoints controller's: the host Service is the provider's, so is its name.
+func (p *Provider) deleteSelectorEndpoints(ctx context.Context, host *corev1.Service) error {
+	list := &discoveryv1.EndpointSliceList{}
+	if err := p.opts.Host.List(ctx, list, client.InNamespace(p.opts.Namespace),
+		client.MatchingLabels{discoveryv1.LabelServiceName: host.Name}); err != nil {
+		return fmt.Errorf("failed to list the EndpointSlices of %s/%s: %w", p.opts.Namespace, host.Name, err)
+	}
+	for i := range list.Items {
+		sl := &list.Items[i]
+		if !slices.Contains(selectorSliceManagers, sl.Labels[discoveryv1.LabelManagedBy]) {
+			continue
+		}
+		if err := p.opts.Host.Delete(ctx, sl, client.Preconditions{UID: &sl.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("failed to delete EndpointSlice %s/%s: %w", sl.Namespace, sl.Name, err)
+		}
+	}
+	//nolint:staticcheck // the Endpoints API is deprecated, and the mirroring controller still reads it.
+	ep := &corev1.Endpoints{ObjectMeta: metav1.ObjectMeta{Namespace: p.opts.Namespace, Name: host.Name}}
+	if err := p.opts.Host.Delete(ctx, ep); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("failed to delete Endpoints %s/%s: %w", p.opts.Namespace, host.Name, err)
+	}
 	return nil
 }
 

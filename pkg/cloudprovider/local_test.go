@@ -80,3 +80,41 @@ func TestLocalEndpointsFollowTheNodesWithReadyEndpoints(t *testing.T) {
 	b.endpoints(g, svc, map[*corev1.Node]bool{w1: true})
 	g.Consistently(func(g Gomega) []string { return b.hostEndpoints(g, svc) }, "1s", interval).Should(BeNil())
 }
+
+// Cluster, then Local: the host's own controllers wrote endpoints for the host
+// Service while it had a selector, and leave them when it loses it; the provider
+// deletes them, so that the host sends only to the VMs its own slice lists.
+func TestLocalDeletesTheEndpointsOfTheSelector(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	b := newBed(t, g)
+	lb := loadBalancer(g, b.provider(t, g, "blue"))
+	svc := b.tenantService(g, "web", corev1.ServiceExternalTrafficPolicyCluster, tcp("http", 80))
+	ensure(g, lb, "blue", svc, nil)
+	host := b.hostService(g, svc)
+
+	managers := func(g Gomega) []string {
+		list := &discoveryv1.EndpointSliceList{}
+		g.Expect(env.Client.List(ctx, list, client.InNamespace(b.host), client.MatchingLabels{discoveryv1.LabelServiceName: host.Name})).To(Succeed())
+		var out []string
+		for _, sl := range list.Items {
+			out = append(out, sl.Labels[discoveryv1.LabelManagedBy])
+		}
+		return out
+	}
+	// kube-controller-manager's endpoints and EndpointSlice controllers, as on a host.
+	g.Eventually(managers, timeout, interval).Should(ContainElement("endpointslice-controller.k8s.io"))
+	//nolint:staticcheck // the legacy Endpoints object is what this is about
+	g.Eventually(func() error {
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(host), &corev1.Endpoints{})
+	}, timeout, interval).Should(Succeed())
+
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	g.Expect(env.Client.Update(ctx, svc)).To(Succeed())
+	g.Expect(lb.UpdateLoadBalancer(ctx, "blue", svc, nil)).To(Succeed())
+	g.Eventually(managers, timeout, interval).Should(Equal([]string{"cloudprovider.knest.dev"}))
+	g.Consistently(managers, "2s", interval).Should(Equal([]string{"cloudprovider.knest.dev"}), "nothing mirrors it back")
+	//nolint:staticcheck // as above
+	err := env.Client.Get(ctx, client.ObjectKeyFromObject(host), &corev1.Endpoints{})
+	g.Expect(isNotFound(err)).To(BeTrue(), "the endpoints controller's Endpoints: %v", err)
+}
