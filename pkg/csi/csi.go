@@ -27,11 +27,11 @@
 // csi-attacher watching the tenant's API, the tenant's CSIDriver, node DaemonSet and
 // StorageClasses).
 //
-// Not done yet: applying what package deploy renders from the knest controller;
+// The knest controller applies what package deploy renders. Not done yet:
 // csi-resizer (external-resizer is not served by the module proxy, so a tenant's
 // volume expansion is never asked of ControllerExpandVolume), snapshots and clones,
-// volume stats, topology, an attach limit per node, and a test against a real
-// KubeVirt (here the hot-plug is a fake).
+// volume stats, topology and an attach limit per node. The tests here fake the
+// hot-plug; e2e/tenant runs the driver on a real KubeVirt.
 //
 // ControllerPublishVolume waits for a hot-plug only for Config.HotplugWait; a call
 // that finds it still in progress returns Unavailable and the attacher calls again.
