@@ -34,9 +34,13 @@ declare -A want_sha=(
 	[$deepcopy]=6c391f3a7d14ddea77309b829cbcb59d6f75247862715e127370ea5a39a2c9bf
 )
 
+# go list -m names the module's directory without fetching it: fetch it first (an
+# empty module cache on a fresh machine).
+(cd "$tools" && $GO mod download github.com/metallb/frr-k8s)
 frr=$(cd "$tools" && $GO list -m -f '{{if .Replace}}{{.Replace.Dir}} {{.Replace.Version}}{{end}}' github.com/metallb/frr-k8s)
 [[ ${frr#* } == "$frr_version" ]] || die "hack/tools/kind/metallb does not replace github.com/metallb/frr-k8s with $frr_version"
 frr=${frr% *}
+[[ -d $frr ]] || die "github.com/metallb/frr-k8s $frr_version is not in the module cache after go mod download"
 
 rm -rf "$out.tmp" && mkdir -p "$out.tmp/scratch"
 log "copying github.com/metallb/frr-k8s $frr_version from the module cache"
