@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/hostaccess"
 	"github.com/knest-dev/knest/pkg/podsec"
 )
 
@@ -56,10 +57,6 @@ var resources = corev1.ResourceRequirements{
 	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
 }
 
-// AccessLabel marks the autoscaler's RoleBinding, as it does the controller's own
-// in each tenant namespace: the controller caches only RoleBindings with it.
-const AccessLabel = "knest.dev/tenant-access"
-
 // Name is the name of the autoscaler's Deployment, ServiceAccount, Role and
 // RoleBinding.
 func Name(cluster string) string { return cluster + "-autoscaler" }
@@ -81,15 +78,13 @@ type Input struct {
 
 // Objects is one tenant's autoscaler.
 type Objects struct {
-	ServiceAccount *corev1.ServiceAccount
-	Role           *rbacv1.Role
-	RoleBinding    *rbacv1.RoleBinding
-	Deployment     *appsv1.Deployment
+	hostaccess.Objects
+	Deployment *appsv1.Deployment
 }
 
 // List is the objects in the order a fresh apply creates them.
 func (o *Objects) List() []client.Object {
-	return []client.Object{o.ServiceAccount, o.Role, o.RoleBinding, o.Deployment}
+	return append(o.Objects.List(), o.Deployment)
 }
 
 // Render returns the autoscaler's objects.
@@ -100,24 +95,8 @@ func Render(in Input) *Objects {
 		maps.Copy(labels, in.Labels)
 		return metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels}
 	}
-	bindingMeta := meta()
-	bindingMeta.Labels[AccessLabel] = "autoscaler"
 	return &Objects{
-		ServiceAccount: &corev1.ServiceAccount{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-			ObjectMeta: meta(),
-		},
-		Role: &rbacv1.Role{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-			ObjectMeta: meta(),
-			Rules:      rules(in.MachineDeployments),
-		},
-		RoleBinding: &rbacv1.RoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-			ObjectMeta: bindingMeta,
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: in.Namespace}},
-		},
+		Objects:    hostaccess.Render(meta(), "autoscaler", rules(in.MachineDeployments)),
 		Deployment: deployment(in, meta()),
 	}
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/hostaccess"
 )
 
 // The image the controller runs by default is the one hack/autoscaler.mk builds
@@ -71,5 +72,5 @@ func TestRender(t *testing.T) {
 	g.Expect(scale).To(HaveLen(1))
 	g.Expect(scale[0].ResourceNames).To(Equal([]string{"demo-burst"}))
 	g.Expect(o.RoleBinding.RoleRef).To(Equal(rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "demo-autoscaler"}))
-	g.Expect(o.RoleBinding.Labels).To(HaveKeyWithValue(AccessLabel, "autoscaler"))
+	g.Expect(o.RoleBinding.Labels).To(HaveKeyWithValue(hostaccess.Label, "autoscaler"))
 }

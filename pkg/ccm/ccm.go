@@ -22,13 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/hostaccess"
 	"github.com/knest-dev/knest/pkg/podsec"
 )
-
-// AccessLabel marks the cloud controller manager's RoleBinding, as it does the
-// controller's own in each tenant namespace: the controller caches only
-// RoleBindings with it.
-const AccessLabel = "knest.dev/tenant-access"
 
 // HealthPort serves /healthz.
 const HealthPort = 10258
@@ -60,15 +56,13 @@ type Input struct {
 
 // Objects is one tenant's cloud controller manager.
 type Objects struct {
-	ServiceAccount *corev1.ServiceAccount
-	Role           *rbacv1.Role
-	RoleBinding    *rbacv1.RoleBinding
-	Deployment     *appsv1.Deployment
+	hostaccess.Objects
+	Deployment *appsv1.Deployment
 }
 
 // List is the objects in the order a fresh apply creates them.
 func (o *Objects) List() []client.Object {
-	return []client.Object{o.ServiceAccount, o.Role, o.RoleBinding, o.Deployment}
+	return append(o.Objects.List(), o.Deployment)
 }
 
 // Render returns the cloud controller manager's objects.
@@ -79,24 +73,8 @@ func Render(in Input) *Objects {
 		maps.Copy(labels, in.Labels)
 		return metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels}
 	}
-	bindingMeta := meta()
-	bindingMeta.Labels[AccessLabel] = "cloud-controller-manager"
 	return &Objects{
-		ServiceAccount: &corev1.ServiceAccount{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
-			ObjectMeta: meta(),
-		},
-		Role: &rbacv1.Role{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
-			ObjectMeta: meta(),
-			Rules:      Rules(),
-		},
-		RoleBinding: &rbacv1.RoleBinding{
-			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
-			ObjectMeta: bindingMeta,
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: in.Namespace}},
-		},
+		Objects:    hostaccess.Render(meta(), "cloud-controller-manager", Rules()),
 		Deployment: deployment(in, meta()),
 	}
 }

@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/knest-dev/knest/pkg/ccm"
+	"github.com/knest-dev/knest/pkg/hostaccess"
 )
 
 func TestRender(t *testing.T) {
@@ -17,8 +18,8 @@ func TestRender(t *testing.T) {
 		g.Expect(obj.GetNamespace()).To(Equal("tenants"))
 		g.Expect(obj.GetLabels()).To(HaveKeyWithValue("knest.dev/cluster", "web"))
 	}
-	g.Expect(o.RoleBinding.Labels).To(HaveKeyWithValue(ccm.AccessLabel, "cloud-controller-manager"), "the controller caches it")
-	g.Expect(o.ServiceAccount.Labels).NotTo(HaveKey(ccm.AccessLabel))
+	g.Expect(o.RoleBinding.Labels).To(HaveKeyWithValue(hostaccess.Label, "cloud-controller-manager"), "the controller caches it")
+	g.Expect(o.ServiceAccount.Labels).NotTo(HaveKey(hostaccess.Label))
 
 	d := o.Deployment
 	g.Expect(d.Spec.Template.Labels).NotTo(BeIdenticalTo(d.Labels))

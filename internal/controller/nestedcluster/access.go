@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
-	"github.com/knest-dev/knest/pkg/autoscaler"
+	"github.com/knest-dev/knest/pkg/hostaccess"
 )
 
 // The controller's cluster-wide role reads (never Secrets) and writes Cluster API's
@@ -38,7 +38,7 @@ const (
 	AccessBindingName = "knest-controller"
 	// AccessBindingLabel marks that RoleBinding, and the autoscalers' (the cache
 	// holds only these).
-	AccessBindingLabel = autoscaler.AccessLabel
+	AccessBindingLabel = hostaccess.Label
 )
 
 // NamespaceNotEnabledError is a NestedCluster in a namespace that is not labelled

@@ -15,8 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
-	"github.com/knest-dev/knest/pkg/autoscaler"
 	"github.com/knest-dev/knest/pkg/csi/controller"
+	"github.com/knest-dev/knest/pkg/hostaccess"
 	"github.com/knest-dev/knest/pkg/podsec"
 )
 
@@ -29,15 +29,13 @@ const ControllerUID = 65532
 
 // HostObjects are the driver's controller on the host, in the tenant's namespace.
 type HostObjects struct {
-	ServiceAccount *corev1.ServiceAccount
-	Role           *rbacv1.Role
-	RoleBinding    *rbacv1.RoleBinding
-	Deployment     *appsv1.Deployment
+	hostaccess.Objects
+	Deployment *appsv1.Deployment
 }
 
 // List is the objects in the order a fresh apply creates them.
 func (o *HostObjects) List() []client.Object {
-	return []client.Object{o.ServiceAccount, o.Role, o.RoleBinding, o.Deployment}
+	return append(o.Objects.List(), o.Deployment)
 }
 
 const controllerComponent = "knest-csi-controller"
@@ -47,30 +45,11 @@ func renderHost(in Input) *HostObjects {
 	meta := func() metav1.ObjectMeta {
 		return metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels(controllerComponent, in.Labels)}
 	}
-	bindingMeta := meta()
-	// The knest controller caches only the RoleBindings it made, by this label.
-	bindingMeta.Labels[autoscaler.AccessLabel] = "csi"
-	return &HostObjects{
-		ServiceAccount: &corev1.ServiceAccount{
-			TypeMeta:   typeMeta("v1", "ServiceAccount"),
-			ObjectMeta: meta(),
-			// Only the driver's container gets a token (projected); the sidecars,
-			// which talk to the tenant, get none of the host.
-			AutomountServiceAccountToken: ptr.To(false),
-		},
-		Role: &rbacv1.Role{
-			TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "Role"),
-			ObjectMeta: meta(),
-			Rules:      ControllerRules(),
-		},
-		RoleBinding: &rbacv1.RoleBinding{
-			TypeMeta:   typeMeta("rbac.authorization.k8s.io/v1", "RoleBinding"),
-			ObjectMeta: bindingMeta,
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: in.Namespace}},
-		},
-		Deployment: controllerDeployment(in, meta()),
-	}
+	access := hostaccess.Render(meta(), "csi", ControllerRules())
+	// Only the driver's container gets a token (projected); the sidecars, which talk
+	// to the tenant, get none of the host.
+	access.ServiceAccount.AutomountServiceAccountToken = ptr.To(false)
+	return &HostObjects{Objects: access, Deployment: controllerDeployment(in, meta())}
 }
 
 // ControllerRules are what pkg/csi/controller does in the tenant's namespace, with a
