@@ -53,16 +53,17 @@ e2e-upgrade: $(KIND_PREREQS) node-images ## Upgrade a tenant cluster on the kind
 
 # make e2e-faults: faults injected at random points of hosted clusters' creates and
 # scales (e2e/tenant/faults_test.go); KNEST_E2E_FAULTS_SEED replays a run's points. Then
-# the kind node restarted under a tenant of each mode (e2e/tenant/hostrestart_test.go).
+# the kind node restarted under a tenant of each mode (e2e/tenant/hostrestart_test.go),
+# and the worker VM of a pod writing to a volume killed (e2e/tenant/volumefault_test.go).
 E2E_FAULTS_TIMEOUT ?= 200m
 E2E_FAULTS_STATE_DIR ?= $(KNEST_CACHE)/e2e/faults-last-run
 KNEST_E2E_FAULTS_SEED ?=
 
 .PHONY: e2e-faults
-e2e-faults: $(KIND_PREREQS) ## Kill controllers, KubeVirt's node agent, launcher pods and API servers, freeze the host's API server and delete mid-create, at random points; expect convergence and nothing leaked (table in the state dir's faults.md); then restart the kind node under a tenant of each mode and expect their objects back.
+e2e-faults: $(KIND_PREREQS) ## Kill controllers, KubeVirt's node agent, launcher pods and API servers, freeze the host's API server and delete mid-create, at random points; expect convergence and nothing leaked (table in the state dir's faults.md); then restart the kind node under a tenant of each mode and expect their objects back; kill the worker VM of a pod writing to a volume and expect every fsync'ed record back on the other worker.
 	$(call kind-host-up,$(E2E_FAULTS_STATE_DIR)) \
 	KNEST_E2E_STATE_DIR=$(E2E_FAULTS_STATE_DIR) KNEST_E2E_FAULTS_SEED=$(KNEST_E2E_FAULTS_SEED) \
-		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_FAULTS_TIMEOUT) -run '^(TestFaults|TestHostRestart)$$' $(GO_TEST_FLAGS) ./e2e/tenant
+		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_FAULTS_TIMEOUT) -run '^(TestFaults|TestHostRestart|TestVolumeWorkerKilled)$$' $(GO_TEST_FLAGS) ./e2e/tenant
 
 .PHONY: demo
 demo demo-down: KIND_CLUSTER = $(DEMO_CLUSTER)

@@ -500,7 +500,28 @@ func killWorkerAndExpectReplacement(t *testing.T, key client.ObjectKey, how vmKi
 	vms := &kubevirtv1.VirtualMachineInstanceList{}
 	g.Expect(s.host.List(ctx, vms, client.InNamespace(key.Namespace), client.MatchingLabels{"cluster.x-k8s.io/role": "worker"})).To(Succeed())
 	g.Expect(vms.Items).NotTo(BeEmpty())
-	victim := vms.Items[0]
+	machine := killWorker(t, ctx, key, &vms.Items[0], how)
+	s.timeline.add(phase, string(how), 0)
+	g.Eventually(func(g Gomega) {
+		err := s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: machine}, &clusterv1.Machine{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "machine %s not yet remediated", machine)
+	}, createTimeout, poll).Should(Succeed())
+	s.timeline.add(phase, "machine remediated (deleted)", time.Since(start))
+	nc := &knestv1.NestedCluster{}
+	g.Eventually(func(g Gomega) {
+		g.Expect(s.host.Get(ctx, key, nc)).To(Succeed())
+		g.Expect(nc.Status.Conditions).To(ContainElement(And(HaveField("Type", knestv1.ReadyCondition), HaveField("Status", metav1.ConditionTrue))))
+	}, createTimeout, poll).Should(Succeed())
+	expectNodesReady(t, tenantClient(t, key), 2)
+	s.timeline.add(phase, "replacement node Ready", time.Since(start))
+}
+
+// killWorker kills a worker VM for good: the bootstrap token its Machine joined with
+// expires first, so that the VM, restarted by KubeVirt on a fresh disk, cannot join
+// again and its health check replaces it. It returns the Machine's name.
+func killWorker(t *testing.T, ctx context.Context, key client.ObjectKey, victim *kubevirtv1.VirtualMachineInstance, how vmKill) string {
+	t.Helper()
+	g := NewWithT(t)
 	machine := machineOfNode(t, key, victim.Name)
 	expireBootstrapToken(t, key, machine)
 	pods := &corev1.PodList{}
@@ -517,19 +538,7 @@ func killWorkerAndExpectReplacement(t *testing.T, key client.ObjectKey, how vmKi
 	default:
 		t.Fatalf("unknown way to kill a VM: %s", how)
 	}
-	s.timeline.add(phase, string(how), 0)
-	g.Eventually(func(g Gomega) {
-		err := s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: machine}, &clusterv1.Machine{})
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "machine %s not yet remediated", machine)
-	}, createTimeout, poll).Should(Succeed())
-	s.timeline.add(phase, "machine remediated (deleted)", time.Since(start))
-	nc := &knestv1.NestedCluster{}
-	g.Eventually(func(g Gomega) {
-		g.Expect(s.host.Get(ctx, key, nc)).To(Succeed())
-		g.Expect(nc.Status.Conditions).To(ContainElement(And(HaveField("Type", knestv1.ReadyCondition), HaveField("Status", metav1.ConditionTrue))))
-	}, createTimeout, poll).Should(Succeed())
-	expectNodesReady(t, tenantClient(t, key), 2)
-	s.timeline.add(phase, "replacement node Ready", time.Since(start))
+	return machine
 }
 
 // execInPod runs a command in a container of a host pod (kubectl exec) and returns

@@ -150,18 +150,10 @@ func expectVolumePod(t *testing.T, tc tenant, token, notOn string) string {
 	g := NewWithT(t)
 	var node string
 	g.Eventually(func(g Gomega) {
-		pods := &corev1.PodList{}
-		g.Expect(tc.List(t.Context(), pods, client.InNamespace("default"), client.MatchingLabels{"app": volumeApp})).To(Succeed())
-		var running []corev1.Pod
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp.IsZero() {
-				running = append(running, p)
-			}
-		}
-		g.Expect(running).To(HaveLen(1), "running pods of %s", volumeApp)
-		p := running[0]
+		p := runningPod(g, t.Context(), tc, volumeApp)
 		g.Expect(p.Spec.NodeName).NotTo(Equal(notOn))
-		logs := podLogs(t, tc, &p)
+		logs, err := logsOf(t.Context(), tc, p)
+		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(logs).To(ContainSubstring("found "+token+" on "+p.Spec.NodeName), "the pod's log")
 		node = p.Spec.NodeName
 	}, tenantTimeout, lbPoll).Should(Succeed())
