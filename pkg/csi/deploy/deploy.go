@@ -48,9 +48,8 @@ type StorageClass struct {
 	// Default marks the tenant's default StorageClass (at most one).
 	Default bool
 	// AllowVolumeExpansion lets the tenant grow its volumes; the host class must
-	// allow it too. No csi-resizer runs yet (the module proxy does not serve
-	// external-resizer), so a grown claim would wait forever: leave it false until
-	// one does.
+	// allow it too. No csi-resizer runs yet (docs/design/csi.md says why), so a
+	// grown claim would wait forever: leave it false until one does.
 	AllowVolumeExpansion bool
 }
 
