@@ -13,11 +13,13 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/knest-dev/knest/pkg/cluster"
@@ -96,7 +98,7 @@ func TestVolumeWorkerKilled(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		before = lastMatch(syncedRE, logs)
 		start := time.Now()
-		killWorker(t, ctx, key, vmi, killQemu)
+		machine := killWorker(t, ctx, key, vmi, killQemu)
 		s.timeline.add(step, "qemu of "+victim+" killed after record "+strconv.Itoa(before), 0)
 
 		g.Eventually(func(g Gomega) {
@@ -111,7 +113,11 @@ func TestVolumeWorkerKilled(t *testing.T) {
 			s.timeline.add(step, "writer running on "+m[2]+", intact through "+m[1], time.Since(start))
 		}, createTimeout, lbPoll).Should(Succeed(), "the writer back on another worker")
 
-		expectNodesReady(t, tenantClient(t, key), 2)
+		g.Eventually(func(g Gomega) {
+			err := s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: machine}, &clusterv1.Machine{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "machine %s not yet remediated", machine)
+		}, createTimeout, poll).Should(Succeed())
+		expectNodesReady(t, tc, 2)
 		s.timeline.add(step, "replacement worker Ready", time.Since(start))
 
 		start = time.Now()
