@@ -322,15 +322,11 @@ func expectServiceAnswers(t *testing.T, tc tenant, replicas int32) {
 // podLogs reads a pod's logs through the tenant API.
 func podLogs(t *testing.T, tc tenant, pod *corev1.Pod) string {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(tc.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(t.Context())
+	logs, err := logsOf(t.Context(), tc, pod)
 	if err != nil {
 		t.Fatalf("logs of %s: %v", pod.Name, err)
 	}
-	return string(b)
+	return logs
 }
 
 // nodeOfPod returns a worker node that runs a pod of the app.
