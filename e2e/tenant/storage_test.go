@@ -26,7 +26,16 @@ import (
 	csicontroller "github.com/knest-dev/knest/pkg/csi/controller"
 )
 
-const volumeApp = "volume"
+const volumeAppName = "volume"
+
+// volumeApp is a claim of the tenant's default class and a one-pod Deployment that
+// writes a token to it once, fsync'ed, and logs what it finds on every start.
+type volumeApp struct {
+	token string
+	pvc   *corev1.PersistentVolumeClaim
+	dep   *appsv1.Deployment
+	first string // the node of its first pod
+}
 
 // expectVolumeKeepsData checks a tenant volume through what moves a pod: in a tenant
 // whose default pool has `workers` nodes, a claim of the tenant's default class binds
@@ -39,6 +48,78 @@ func expectVolumeKeepsData(t *testing.T, key client.ObjectKey, tc tenant, worker
 	g := NewWithT(t)
 	ctx := t.Context()
 	step := "volume"
+	app := startVolumeApp(t, key, tc, step)
+	first := app.first
+
+	// A second worker, and the pod moved there.
+	start := time.Now()
+	scaleCtx, cancel := context.WithTimeout(ctx, scaleTimeout)
+	defer cancel()
+	_, err := knestCmd(t, scaleCtx, "scale", key.Name, "-n", key.Namespace, "--workers", strconv.Itoa(workers+1), "--timeout", scaleTimeout.String())
+	g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d", workers+1)
+	s.timeline.add(step, fmt.Sprintf("a worker added (%d)", workers+1), time.Since(start))
+	start = time.Now()
+	setUnschedulable(g, ctx, tc, first, true)
+	deleteVolumePods(g, ctx, tc)
+	second := expectVolumePod(t, tc, app.token, first)
+	s.timeline.add(step, "pod moved to "+second+", token read back", time.Since(start))
+	setUnschedulable(g, ctx, tc, first, false)
+
+	// The worker that holds the volume scaled away: the drain moves the pod back.
+	start = time.Now()
+	_, err = knestCmd(t, scaleCtx, "scale", key.Name, "-n", key.Namespace, "--workers", strconv.Itoa(workers), "--remove-node", second, "--timeout", scaleTimeout.String())
+	g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d --remove-node %s", workers, second)
+	third := expectVolumePod(t, tc, app.token, second)
+	s.timeline.add(step, "worker "+second+" removed; pod on "+third+", token read back", time.Since(start))
+	g.Eventually(func(g Gomega) {
+		err := tc.Get(ctx, client.ObjectKey{Name: second}, &corev1.Node{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "node %s still exists (err %v)", second, err)
+	}, deleteTimeout, poll).Should(Succeed())
+
+	deleteVolumeApp(t, key, tc, app, step)
+}
+
+// expectVolumeReplugged checks a tenant volume on one worker, in make e2e's time: a
+// claim of the tenant's default class binds and a pod writes a token; the Deployment
+// scaled to zero, the volume is unplugged from the worker's VM (no VolumeAttachment,
+// the host claim marked attached to no VM); scaled to one again, it is hot-plugged
+// anew and the new pod reads the token back. Deleted, the claim leaves no host claim
+// behind.
+func expectVolumeReplugged(t *testing.T, key client.ObjectKey, tc tenant) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	step := "volume"
+	app := startVolumeApp(t, key, tc, step)
+
+	start := time.Now()
+	scaleDeployment(g, ctx, tc, app.dep, 0)
+	g.Eventually(func(g Gomega) {
+		g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(app.pvc), app.pvc)).To(Succeed())
+		vas := &storagev1.VolumeAttachmentList{}
+		g.Expect(tc.List(ctx, vas)).To(Succeed())
+		for _, va := range vas.Items {
+			g.Expect(va.Spec.Source.PersistentVolumeName).NotTo(HaveValue(Equal(app.pvc.Spec.VolumeName)), "VolumeAttachment %s", va.Name)
+		}
+		hostPVCs := &corev1.PersistentVolumeClaimList{}
+		g.Expect(s.host.List(ctx, hostPVCs, client.InNamespace(key.Namespace), client.MatchingLabels{csicontroller.ClusterLabel: key.Name})).To(Succeed())
+		g.Expect(hostPVCs.Items).To(HaveLen(1))
+		g.Expect(hostPVCs.Items[0].Annotations).NotTo(HaveKey(csicontroller.AttachedToAnnotation), "host claim %s", hostPVCs.Items[0].Name)
+	}, tenantTimeout, lbPoll).Should(Succeed(), "the volume unplugged")
+	s.timeline.add(step, "scaled to 0: volume unplugged", time.Since(start))
+
+	start = time.Now()
+	scaleDeployment(g, ctx, tc, app.dep, 1)
+	node := expectVolumePod(t, tc, app.token, "")
+	s.timeline.add(step, "scaled to 1: volume plugged again, token read back on "+node, time.Since(start))
+
+	deleteVolumeApp(t, key, tc, app, step)
+}
+
+// startVolumeApp waits for the tenant's storage, creates the volume app and waits for
+// its first pod to have written its token.
+func startVolumeApp(t *testing.T, key client.ObjectKey, tc tenant, step string) *volumeApp {
+	g := NewWithT(t)
+	ctx := t.Context()
 	nc := &knestv1.NestedCluster{}
 	g.Eventually(func(g Gomega) {
 		g.Expect(s.host.Get(ctx, key, nc)).To(Succeed())
@@ -59,9 +140,9 @@ func expectVolumeKeepsData(t *testing.T, key client.ObjectKey, tc tenant, worker
 			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 		},
 	}
-	labels := map[string]string{"app": volumeApp}
+	labels := map[string]string{"app": volumeAppName}
 	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: volumeApp, Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: volumeAppName, Namespace: "default"},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](1),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -106,41 +187,34 @@ func expectVolumeKeepsData(t *testing.T, key client.ObjectKey, tc tenant, worker
 	hostPVCs := &corev1.PersistentVolumeClaimList{}
 	g.Expect(s.host.List(ctx, hostPVCs, client.InNamespace(key.Namespace), client.MatchingLabels{csicontroller.ClusterLabel: key.Name})).To(Succeed())
 	g.Expect(hostPVCs.Items).To(HaveLen(1))
+	return &volumeApp{token: token, pvc: pvc, dep: dep, first: first}
+}
 
-	// A second worker, and the pod moved there.
-	start = time.Now()
-	scaleCtx, cancel := context.WithTimeout(ctx, scaleTimeout)
-	defer cancel()
-	_, err := knestCmd(t, scaleCtx, "scale", key.Name, "-n", key.Namespace, "--workers", strconv.Itoa(workers+1), "--timeout", scaleTimeout.String())
-	g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d", workers+1)
-	s.timeline.add(step, fmt.Sprintf("a worker added (%d)", workers+1), time.Since(start))
-	start = time.Now()
-	setUnschedulable(g, ctx, tc, first, true)
-	deleteVolumePods(g, ctx, tc)
-	second := expectVolumePod(t, tc, token, first)
-	s.timeline.add(step, "pod moved to "+second+", token read back", time.Since(start))
-	setUnschedulable(g, ctx, tc, first, false)
-
-	// The worker that holds the volume scaled away: the drain moves the pod back.
-	start = time.Now()
-	_, err = knestCmd(t, scaleCtx, "scale", key.Name, "-n", key.Namespace, "--workers", strconv.Itoa(workers), "--remove-node", second, "--timeout", scaleTimeout.String())
-	g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d --remove-node %s", workers, second)
-	third := expectVolumePod(t, tc, token, second)
-	s.timeline.add(step, "worker "+second+" removed; pod on "+third+", token read back", time.Since(start))
+// deleteVolumeApp deletes the app and its claim and expects the host claim gone.
+func deleteVolumeApp(t *testing.T, key client.ObjectKey, tc tenant, app *volumeApp, step string) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	start := time.Now()
+	g.Expect(tc.Delete(ctx, app.dep)).To(Succeed())
+	g.Expect(tc.Delete(ctx, app.pvc)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		err := tc.Get(ctx, client.ObjectKey{Name: second}, &corev1.Node{})
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "node %s still exists (err %v)", second, err)
-	}, deleteTimeout, poll).Should(Succeed())
-
-	// Deleted: the host claim goes with the tenant's.
-	start = time.Now()
-	g.Expect(tc.Delete(ctx, dep)).To(Succeed())
-	g.Expect(tc.Delete(ctx, pvc)).To(Succeed())
-	g.Eventually(func(g Gomega) {
+		hostPVCs := &corev1.PersistentVolumeClaimList{}
 		g.Expect(s.host.List(ctx, hostPVCs, client.InNamespace(key.Namespace), client.MatchingLabels{csicontroller.ClusterLabel: key.Name})).To(Succeed())
 		g.Expect(hostPVCs.Items).To(BeEmpty(), "host claims of the tenant's volumes")
 	}, tenantTimeout, lbPoll).Should(Succeed())
 	s.timeline.add(step, "claim deleted: no host claim left", time.Since(start))
+}
+
+// scaleDeployment sets dep's replicas.
+func scaleDeployment(g Gomega, ctx context.Context, tc tenant, dep *appsv1.Deployment, replicas int32) {
+	g.Eventually(func() error {
+		d := &appsv1.Deployment{}
+		if err := tc.Get(ctx, client.ObjectKeyFromObject(dep), d); err != nil {
+			return err
+		}
+		d.Spec.Replicas = ptr.To(replicas)
+		return tc.Update(ctx, d)
+	}, tenantTimeout, poll).Should(Succeed(), "scale %s to %d", dep.Name, replicas)
 }
 
 // expectVolumePod waits for the volume app's one running pod on a node other than
@@ -150,7 +224,7 @@ func expectVolumePod(t *testing.T, tc tenant, token, notOn string) string {
 	g := NewWithT(t)
 	var node string
 	g.Eventually(func(g Gomega) {
-		p := runningPod(g, t.Context(), tc, volumeApp)
+		p := runningPod(g, t.Context(), tc, volumeAppName)
 		g.Expect(p.Spec.NodeName).NotTo(Equal(notOn))
 		logs, err := logsOf(t.Context(), tc, p)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -172,5 +246,5 @@ func setUnschedulable(g Gomega, ctx context.Context, tc tenant, name string, v b
 }
 
 func deleteVolumePods(g Gomega, ctx context.Context, tc tenant) {
-	g.Expect(tc.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("default"), client.MatchingLabels{"app": volumeApp})).To(Succeed())
+	g.Expect(tc.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("default"), client.MatchingLabels{"app": volumeAppName})).To(Succeed())
 }

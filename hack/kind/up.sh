@@ -74,6 +74,17 @@ step "kind cluster $KIND_CLUSTER"
 service_cidr=10.96.0.0/16 pod_cidr=10.244.0.0/16
 # kind bind-mounts the host's /lib/modules into the node; some hosts have none.
 [[ -d /lib/modules ]] || mkdir -p /lib/modules
+# A cluster whose node container is not running (a run killed while deleting it
+# leaves it "Stopping") is made anew.
+if grep -qx "$KIND_CLUSTER" <<<"$("$KIND" get clusters 2>/dev/null)"; then
+  for node in $("$KIND" get nodes --name "$KIND_CLUSTER" 2>/dev/null); do
+    if [[ $("$KIND_ENGINE" inspect -f '{{.State.Running}}' "$node" 2>/dev/null) != true ]]; then
+      echo "node $node is not running: deleting the cluster"
+      "$KIND" delete cluster --name "$KIND_CLUSTER" || "$KIND_ENGINE" rm -f "$node"
+      break
+    fi
+  done
+fi
 if ! grep -qx "$KIND_CLUSTER" <<<"$("$KIND" get clusters 2>/dev/null)"; then
   kvm_mount=""
   if ! $emulation; then kvm_mount=$'  extraMounts:\n  - {hostPath: /dev/kvm, containerPath: /dev/kvm}'; fi
