@@ -90,6 +90,7 @@ func TestHostedCluster(t *testing.T) {
 		t.Run("a volume keeps its data as its pod moves and its worker is removed", func(t *testing.T) { expectVolumeKeepsData(t, key, tc, 1) })
 	} else {
 		t.Run("a volume keeps its data as it is unplugged and plugged again", func(t *testing.T) { expectVolumeReplugged(t, key, tc) })
+		t.Run("a volume follows its pod to a node the autoscaler adds, and back as it removes it", func(t *testing.T) { expectVolumeOnAutoscaledNode(t, key, tc) })
 	}
 	t.Run("webhooks by URL cannot reach the host", func(t *testing.T) { expectURLWebhooksFenced(t, tc) })
 	t.Run("the control-plane pods run restricted, not as root, with memory limits", func(t *testing.T) { expectPodsRestricted(t, key) })

@@ -61,7 +61,7 @@ func expectVolumeKeepsData(t *testing.T, key client.ObjectKey, tc tenant, worker
 	start = time.Now()
 	setUnschedulable(g, ctx, tc, first, true)
 	deleteVolumePods(g, ctx, tc)
-	second := expectVolumePod(t, tc, app.token, first)
+	second := expectVolumePod(t, tc, app.token, first, tenantTimeout)
 	s.timeline.add(step, "pod moved to "+second+", token read back", time.Since(start))
 	setUnschedulable(g, ctx, tc, first, false)
 
@@ -69,7 +69,7 @@ func expectVolumeKeepsData(t *testing.T, key client.ObjectKey, tc tenant, worker
 	start = time.Now()
 	_, err = knestCmd(t, scaleCtx, "scale", key.Name, "-n", key.Namespace, "--workers", strconv.Itoa(workers), "--remove-node", second, "--timeout", scaleTimeout.String())
 	g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d --remove-node %s", workers, second)
-	third := expectVolumePod(t, tc, app.token, second)
+	third := expectVolumePod(t, tc, app.token, second, tenantTimeout)
 	s.timeline.add(step, "worker "+second+" removed; pod on "+third+", token read back", time.Since(start))
 	g.Eventually(func(g Gomega) {
 		err := tc.Get(ctx, client.ObjectKey{Name: second}, &corev1.Node{})
@@ -109,8 +109,41 @@ func expectVolumeReplugged(t *testing.T, key client.ObjectKey, tc tenant) {
 
 	start = time.Now()
 	scaleDeployment(g, ctx, tc, app.dep, 1)
-	node := expectVolumePod(t, tc, app.token, "")
+	node := expectVolumePod(t, tc, app.token, "", tenantTimeout)
 	s.timeline.add(step, "scaled to 1: volume plugged again, token read back on "+node, time.Since(start))
+
+	deleteVolumeApp(t, key, tc, app, step)
+}
+
+// expectVolumeOnAutoscaledNode checks a tenant volume and an autoscaled pool with
+// one worker boot, which is what make e2e's time allows: a claim of the tenant's
+// default class binds and a pod on the tenant's one worker writes a token; an
+// autoscaled pool at zero is added; the worker cordoned and the pod deleted, the pod
+// is pending until the autoscaler adds a node, where it reads the token back (the
+// volume unplugged from one VM and plugged into the other); the worker uncordoned,
+// the new node is unneeded and the autoscaler drains and removes it (the volume
+// detached before its VM goes), the pod reads the token back on the worker, and the
+// pool is at zero again. Deleted, the claim leaves no host claim behind.
+func expectVolumeOnAutoscaledNode(t *testing.T, key client.ObjectKey, tc tenant) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	step := "volume on an autoscaled node"
+	app := startVolumeApp(t, key, tc, step)
+	addBurstPool(t, key, step)
+
+	start := time.Now()
+	setUnschedulable(g, ctx, tc, app.first, true)
+	deleteVolumePods(g, ctx, tc)
+	burst := expectVolumePod(t, tc, app.token, app.first, createTimeout)
+	machine := expectBurstNode(t, key, tc, burst)
+	s.timeline.add(step, "pod pending → a node added by the autoscaler; pod there, token read back", time.Since(start))
+
+	start = time.Now()
+	setUnschedulable(g, ctx, tc, app.first, false)
+	back := expectVolumePod(t, tc, app.token, burst, tenantTimeout)
+	s.timeline.add(step, "node unneeded → drained by the autoscaler; pod back on "+back+", token read back", time.Since(start))
+	expectBurstPoolAtZero(t, key, tc, burst, machine)
+	s.timeline.add(step, "pool at 0, node, machine, VM gone", time.Since(start))
 
 	deleteVolumeApp(t, key, tc, app, step)
 }
@@ -152,6 +185,8 @@ func startVolumeApp(t *testing.T, key client.ObjectKey, tc tenant, step string) 
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{
 					TerminationGracePeriodSeconds: ptr.To(int64(1)),
+					// Welcome on the autoscaled pool's nodes (expectVolumeOnAutoscaledNode).
+					Tolerations: []corev1.Toleration{{Key: burstTaint.Key, Value: burstTaint.Value, Effect: burstTaint.Effect}},
 					Containers: []corev1.Container{{
 						Name: "app", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
 						// Writes the token once, fsync'ed, then says what it finds on
@@ -180,7 +215,7 @@ func startVolumeApp(t *testing.T, key client.ObjectKey, tc tenant, step string) 
 		g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
 	}, tenantTimeout, lbPoll).Should(Succeed(), "the claim binds")
 	s.timeline.add(step, "claim bound", time.Since(start))
-	first := expectVolumePod(t, tc, token, "")
+	first := expectVolumePod(t, tc, token, "", tenantTimeout)
 	s.timeline.add(step, "pod Running on "+first+", token written", time.Since(start))
 
 	// A host claim of the tenant's, of the host's default class.
@@ -217,9 +252,9 @@ func scaleDeployment(g Gomega, ctx context.Context, tc tenant, dep *appsv1.Deplo
 	}, tenantTimeout, poll).Should(Succeed(), "scale %s to %d", dep.Name, replicas)
 }
 
-// expectVolumePod waits for the volume app's one running pod on a node other than
-// notOn, and for its log to show the token; it returns the pod's node.
-func expectVolumePod(t *testing.T, tc tenant, token, notOn string) string {
+// expectVolumePod waits up to within for the volume app's one running pod on a node
+// other than notOn, and for its log to show the token; it returns the pod's node.
+func expectVolumePod(t *testing.T, tc tenant, token, notOn string, within time.Duration) string {
 	t.Helper()
 	g := NewWithT(t)
 	var node string
@@ -230,7 +265,7 @@ func expectVolumePod(t *testing.T, tc tenant, token, notOn string) string {
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(logs).To(ContainSubstring("found "+token+" on "+p.Spec.NodeName), "the pod's log")
 		node = p.Spec.NodeName
-	}, tenantTimeout, lbPoll).Should(Succeed())
+	}, within, lbPoll).Should(Succeed())
 	return node
 }
 

@@ -79,6 +79,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.Service{}).
 		Watches(&clusterv1.Cluster{}, handler.EnqueueRequestsFromMapFunc(clusterToControlPlane)).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.etcdClaimToControlPlane)).
 		WithOptions(options).
 		Complete(r)
 }
@@ -91,6 +92,21 @@ func clusterToControlPlane(_ context.Context, o client.Object) []ctrl.Request {
 		return nil
 	}
 	return []ctrl.Request{{NamespacedName: client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.ControlPlaneRef.Name}}}
+}
+
+// etcdClaimToControlPlane maps a claim of etcd's, which the StatefulSet controller
+// makes, to the HostedControlPlane that adopts it: nothing else may change by then
+// (etcd not ready yet is no event).
+func (r *Reconciler) etcdClaimToControlPlane(ctx context.Context, o client.Object) []ctrl.Request {
+	name := o.GetLabels()[clusterv1.ClusterNameLabel]
+	if name == "" || !hosted.IsEtcdClaim(name, o.GetName()) {
+		return nil
+	}
+	c := &clusterv1.Cluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: o.GetNamespace(), Name: name}, c); err != nil {
+		return nil
+	}
+	return clusterToControlPlane(ctx, c)
 }
 
 // Reconcile brings one HostedControlPlane's host objects in line with its spec and
