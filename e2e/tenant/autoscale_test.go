@@ -8,12 +8,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,57 +28,6 @@ var (
 	burstLabel = "example.com/pool"
 	burstTaint = knestv1.Taint{Key: "example.com/burst", Value: "true", Effect: corev1.TaintEffectNoSchedule}
 )
-
-// expectPoolAutoscales adds an autoscaled pool at zero to the cluster and checks,
-// with no command from anyone, that the tenant's cluster-autoscaler adds a node for
-// a pending pod, and removes it (drain, Machine, VM) once the pod is gone.
-func expectPoolAutoscales(t *testing.T, key client.ObjectKey, tc tenant) {
-	g := NewWithT(t)
-	ctx := t.Context()
-	step := "autoscaled pool 0 → 1 → 0"
-	addBurstPool(t, key, step)
-
-	// A pod only the pool can take: pending until the autoscaler adds a node.
-	labels := map[string]string{"app": "burst"}
-	dep := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "burst", Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					TerminationGracePeriodSeconds: ptr.To[int64](1),
-					NodeSelector:                  map[string]string{burstLabel: burstPool},
-					Tolerations:                   []corev1.Toleration{{Key: burstTaint.Key, Value: burstTaint.Value, Effect: burstTaint.Effect}},
-					Containers: []corev1.Container{{
-						Name: "sleep", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
-						Command:   []string{"/bin/busybox", "sleep", "infinity"},
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}},
-					}},
-				},
-			},
-		},
-	}
-	pending := time.Now()
-	g.Eventually(func() error { return client.IgnoreAlreadyExists(tc.Create(ctx, dep.DeepCopy())) }, tenantTimeout, poll).Should(Succeed())
-	var node string
-	g.Eventually(func(g Gomega) {
-		pods := &corev1.PodList{}
-		g.Expect(tc.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels(labels))).To(Succeed())
-		g.Expect(pods.Items).To(HaveLen(1))
-		g.Expect(pods.Items[0].Status.Phase).To(Equal(corev1.PodRunning), "pod %s on node %q", pods.Items[0].Name, pods.Items[0].Spec.NodeName)
-		node = pods.Items[0].Spec.NodeName
-	}, createTimeout, poll).Should(Succeed())
-	s.timeline.add(step, "pending pod Running on a new node", time.Since(pending))
-	machine := expectBurstNode(t, key, tc, node)
-
-	// Idle again: the node is drained and removed, the pool back at zero.
-	idle := time.Now()
-	g.Eventually(func() error { return client.IgnoreNotFound(tc.Delete(ctx, dep.DeepCopy())) }, tenantTimeout, poll).Should(Succeed())
-	expectBurstPoolAtZero(t, key, tc, node, machine)
-	s.timeline.add(step, "idle → pool at 0, node, machine, VM gone", time.Since(idle))
-}
 
 // addBurstPool adds burstPool to the cluster, with the autoscaler's scale-down
 // timings short enough for a test, and waits for the autoscaler to be ready and the

@@ -7,7 +7,8 @@
 // timeouts; how long each phase took is written to a timeline report (timeline.md in
 // the state directory), not asserted.
 //
-// make e2e runs TestTenantCluster: create, scale and delete; make e2e-full
+// make e2e runs TestHostedCluster (hosted_test.go) and make e2e-vm TestTenantCluster:
+// create, the control plane's qemu killed, delete; make e2e-full
 // (KNEST_E2E_FULL=1) also a controller restart in the middle of a create, a worker VM
 // killed and a second cluster at the same time (KNEST_E2E_SECOND_CLUSTER=false leaves
 // that one out), then TestUpgrade (upgrade_test.go, alone: make e2e-upgrade).
@@ -67,8 +68,8 @@ func TestTenantCluster(t *testing.T) {
 	if full && !second {
 		t.Logf("step 3 (a second cluster) left out: %s=false", envSecondCluster)
 	}
-	// make e2e boots this tenant's control-plane VM only: on 2 emulated cores a worker
-	// join takes 15–25 minutes (docs/e2e.md), and the hosted tenant of the same run
+	// make e2e-vm boots this tenant's control-plane VM only: on 2 emulated cores a
+	// worker join takes 15–25 minutes (docs/e2e.md), and the hosted tenant
 	// (TestHostedCluster) boots CI's one worker. The full run starts with one worker.
 	workers := 0
 	if full {
@@ -117,10 +118,10 @@ func TestTenantCluster(t *testing.T) {
 		expectControlPlaneSurvivesQemuKill(t, alpha, workers+1)
 	})
 
-	// make e2e stops here: a VM control plane restarted once more (restore) and a
-	// worker's boot (15-25 minutes, docs/e2e.md) do not fit CI's time on 2 emulated
-	// cores. The hosted tenant scales its pool in make e2e; a VM tenant's restore runs
-	// in make e2e-faults (TestHostRestart).
+	// make e2e-vm stops here: a VM control plane restarted once more (restore) and a
+	// worker's boot (15-25 minutes, docs/e2e.md) take too long on 2 emulated cores.
+	// The hosted tenant scales its pool in make e2e; a VM tenant's restore runs in
+	// make e2e-faults (TestHostRestart).
 	if full {
 		t.Run("backup, objects changed, restore: the tenant is back at the snapshot", func(t *testing.T) {
 			expectBackupRestore(t, alpha, tenantClient(t, alpha), workers+1)

@@ -136,7 +136,7 @@ func TestRenderHost(t *testing.T) {
 	for name, image := range map[string]string{"csi-provisioner": deploy.DefaultProvisionerImage, "csi-attacher": deploy.DefaultAttacherImage} {
 		c := container(g, pod.Containers, name)
 		g.Expect(c.Image).To(Equal(image))
-		g.Expect(c.Args).To(ContainElements("--csi-address=/csi/csi.sock", "--kubeconfig=/etc/knest/tenant/value", "--leader-election=false"))
+		g.Expect(c.Args).To(ContainElements("--csi-address=/csi/csi.sock", "--kubeconfig=/etc/knest/tenant/value", "--leader-election=false", "--retry-interval-max=30s"))
 		g.Expect(mountNames(c)).To(ConsistOf("socket-dir", "tenant-kubeconfig"))
 	}
 	g.Expect(container(g, pod.Containers, "csi-provisioner").Args).To(ContainElement("--default-fstype=ext4"))

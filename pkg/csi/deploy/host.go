@@ -105,9 +105,12 @@ func controllerDeployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
 	kubeconfig := "--kubeconfig=" + tenantKubeconfigDir + "/value"
 	sidecar := func(name, image string, args ...string) corev1.Container {
 		return corev1.Container{
-			Name:            name,
-			Image:           image,
-			Args:            append([]string{address, kubeconfig, "--leader-election=false", "--v=2"}, args...),
+			Name:  name,
+			Image: image,
+			// A failed call is retried at least every 30 s, not up to 5 minutes: an
+			// attach waits for a new node's plugin to register, or for a hot-plug,
+			// that is done within seconds of the failure.
+			Args:            append([]string{address, kubeconfig, "--leader-election=false", "--retry-interval-max=30s", "--v=2"}, args...),
 			Resources:       *sidecarResources.DeepCopy(),
 			SecurityContext: podsec.Container(),
 			VolumeMounts:    []corev1.VolumeMount{socket, tenant},
