@@ -105,35 +105,30 @@ func TestHostedCluster(t *testing.T) {
 	}
 
 	// Two hosted tenants at once, same names in other namespaces: both serve, and
-	// neither's nodes reach the other's control plane or nodes. In make e2e the second
-	// one has no worker (a second worker boot is 10-15 minutes here): the first one's
-	// nodes must not reach its API server or etcd.
+	// neither's nodes reach the other's control plane or nodes. Full runs only: the
+	// second tenant's create and checks took 13 minutes on the slower machine, which
+	// CI's time does not have (docs/e2e.md); in make e2e another namespace's pod tries
+	// the tenant's etcd and kubelet instead (expectHostedIsolated).
 	beta := client.ObjectKey{Namespace: newNamespace(t), Name: key.Name}
-	t.Run("a second hosted tenant at once, isolated", func(t *testing.T) {
-		g := NewWithT(t)
-		ctx, cancel := context.WithTimeout(t.Context(), createTimeout)
-		defer cancel()
-		step := "create a second hosted tenant"
-		workers := 0
-		if full {
-			workers = 1
-		}
-		start := time.Now()
-		_, err := createCluster(t, ctx, beta, append(slices.Clone(hostedFlags), "--workers", strconv.Itoa(workers)), "--timeout", createTimeout.String())
-		g.Expect(err).NotTo(HaveOccurred(), "knest create")
-		s.timeline.add(step, "knest create returned (Ready)", time.Since(start))
-		if workers > 0 {
+	if full {
+		t.Run("a second hosted tenant at once, isolated", func(t *testing.T) {
+			g := NewWithT(t)
+			ctx, cancel := context.WithTimeout(t.Context(), createTimeout)
+			defer cancel()
+			step := "create a second hosted tenant"
+			start := time.Now()
+			_, err := createCluster(t, ctx, beta, append(slices.Clone(hostedFlags), "--workers", "1"), "--timeout", createTimeout.String())
+			g.Expect(err).NotTo(HaveOccurred(), "knest create")
+			s.timeline.add(step, "knest create returned (Ready)", time.Since(start))
 			tb := tenantClient(t, beta)
-			expectNodesReady(t, tb, workers)
+			expectNodesReady(t, tb, 1)
 			expectServiceAnswers(t, tb, 2)
 			s.timeline.add(step, "a Service answers in the tenant", time.Since(start))
-		}
-		expectServiceAnswers(t, tenantClient(t, key), 2)
-		expectHostedTenantsIsolated(t, key, beta)
-		if workers > 0 {
+			expectServiceAnswers(t, tenantClient(t, key), 2)
+			expectHostedTenantsIsolated(t, key, beta)
 			expectHostedTenantsIsolated(t, beta, key)
-		}
-	})
+		})
+	}
 	// The pool shrinks to nothing, naming the node to remove: its drain, Machine and VM.
 	t.Run("scale down naming the node", func(t *testing.T) { scaleDownNaming(t, key, 1, 0) })
 

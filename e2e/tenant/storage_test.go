@@ -115,15 +115,14 @@ func expectVolumeReplugged(t *testing.T, key client.ObjectKey, tc tenant) {
 	deleteVolumeApp(t, key, tc, app, step)
 }
 
-// expectVolumeOnAutoscaledNode checks a tenant volume and an autoscaled pool with
-// one worker boot, which is what make e2e's time allows: a claim of the tenant's
-// default class binds and a pod on the tenant's one worker writes a token; an
-// autoscaled pool at zero is added; the worker cordoned and the pod deleted, the pod
-// is pending until the autoscaler adds a node, where it reads the token back (the
-// volume unplugged from one VM and plugged into the other); the worker uncordoned,
-// the new node is unneeded and the autoscaler drains and removes it (the volume
-// detached before its VM goes), the pod reads the token back on the worker, and the
-// pool is at zero again. Deleted, the claim leaves no host claim behind.
+// expectVolumeOnAutoscaledNode checks a tenant volume and an autoscaled pool with one
+// worker boot for both: a claim of the tenant's default class binds and a pod on the
+// tenant's one worker writes a token; an autoscaled pool at zero is added; the worker
+// cordoned and the pod deleted, the pod is pending until the autoscaler adds a node,
+// where it reads the token back (the volume unplugged from one VM and plugged into
+// the other); the worker uncordoned, the new node is unneeded and the autoscaler
+// drains and removes it, the pod reads the token back on the worker, and the pool is
+// at zero again. Deleted, the claim leaves no host claim behind.
 func expectVolumeOnAutoscaledNode(t *testing.T, key client.ObjectKey, tc tenant) {
 	g := NewWithT(t)
 	ctx := t.Context()
