@@ -106,7 +106,7 @@ func TestHostedCluster(t *testing.T) {
 
 	// Two hosted tenants at once, same names in other namespaces: both serve, and
 	// neither's nodes reach the other's control plane or nodes. Full runs only: the
-	// second tenant's create and checks took 13 minutes on the slower machine, which
+	// second tenant's create and checks took 20 minutes on the slower machine, which
 	// CI's time does not have (docs/e2e.md); in make e2e another namespace's pod tries
 	// the tenant's etcd and kubelet instead (expectHostedIsolated).
 	beta := client.ObjectKey{Namespace: newNamespace(t), Name: key.Name}
