@@ -79,8 +79,8 @@ func expectTenantStateKept(t *testing.T, key client.ObjectKey, tc tenant) {
 
 // expectHostedEtcdSurvives deletes a hosted tenant's etcd pods, all at once, then
 // its StatefulSet: each time the tenant comes back with the object written before,
-// on the same volumes, and its node stays Ready.
-func expectHostedEtcdSurvives(t *testing.T, key client.ObjectKey, tc tenant) {
+// on the same volumes, and its nodes stay Ready.
+func expectHostedEtcdSurvives(t *testing.T, key client.ObjectKey, tc tenant, nodes int) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	const step = "hosted etcd lost"
@@ -146,7 +146,7 @@ func expectHostedEtcdSurvives(t *testing.T, key client.ObjectKey, tc tenant) {
 	s.timeline.add(step, "the etcd StatefulSet deleted: the object is back", expectStateMarker(t, tc, cm, start))
 	g.Expect(claims()).To(Equal(before), "etcd's volumes were not the ones it had")
 
-	expectNodesReady(t, tc, 1)
+	expectNodesReady(t, tc, nodes)
 	expectTenantStateKept(t, key, tc)
 }
 
