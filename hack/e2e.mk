@@ -24,6 +24,9 @@ KNEST_E2E_CONTROL_PLANE_MODE ?= hosted
 DEMO_DIR ?= $(KNEST_CACHE)/demo
 # The demo's own kind cluster, so that make e2e neither reuses nor deletes it.
 DEMO_CLUSTER ?= knest-demo
+# The demo tenant's control plane: vm or hosted; empty: hosted where the kind host
+# emulates its VMs (one guest to emulate instead of two), vm under KVM.
+DEMO_CONTROL_PLANE ?=
 
 # The tenant tests make e2e runs. CI runs the hosted tenant only: on a 2-core host
 # whose emulated guests run 2-3 times slower than on the first one (docs/e2e.md), a
@@ -78,9 +81,9 @@ e2e-faults: $(KIND_PREREQS) ## Kill controllers, KubeVirt's node agent, launcher
 
 .PHONY: demo
 demo demo-down: KIND_CLUSTER = $(DEMO_CLUSTER)
-demo: $(KIND_PREREQS) build ## Bring up a kind host (DEMO_CLUSTER) and a tenant cluster on it (1 control plane + 1 worker): hack/kind/demo.sh.
+demo: $(KIND_PREREQS) build ## Bring up a kind host (DEMO_CLUSTER) and a tenant cluster on it (1 control plane, DEMO_CONTROL_PLANE, + 1 worker) with a sample app: hack/kind/demo.sh.
 	$(KIND_ENV) hack/kind/up.sh
-	$(KIND_ENV) KNEST=bin/knest DEMO_DIR=$(DEMO_DIR) hack/kind/demo.sh
+	$(KIND_ENV) KNEST=bin/knest DEMO_DIR=$(DEMO_DIR) DEMO_CONTROL_PLANE=$(DEMO_CONTROL_PLANE) hack/kind/demo.sh
 
 .PHONY: demo-down
 demo-down: $(KIND) ## Delete the demo's kind host and the tenant cluster on it.
