@@ -13,7 +13,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
@@ -43,7 +42,8 @@ type volumeApp struct {
 // worker (its node cordoned, the pod deleted) and reads the token back; that worker
 // is removed with knest scale --remove-node (its node, Machine and VM gone), and the
 // pod, rescheduled by its Deployment, reads it once more on another worker. Deleted,
-// the claim leaves no host claim behind. The pool ends one node smaller.
+// the claim leaves no host claim behind. A pool of one ends as it began, a larger one
+// a node smaller.
 func expectVolumeKeepsData(t *testing.T, key client.ObjectKey, tc tenant, workers int) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -74,11 +74,7 @@ func expectVolumeKeepsData(t *testing.T, key client.ObjectKey, tc tenant, worker
 	g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d --remove-node %s", workers-1, second)
 	third := expectVolumePod(t, tc, app.token, second, tenantTimeout)
 	s.timeline.add(step, "worker "+second+" removed; pod on "+third+", token read back", time.Since(start))
-	g.Eventually(func(g Gomega) {
-		err := tc.Get(ctx, client.ObjectKey{Name: second}, &corev1.Node{})
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "node %s still exists (err %v)", second, err)
-	}, deleteTimeout, poll).Should(Succeed())
-	expectGone(t, key.Namespace, machine, second)
+	expectNodeRemoved(t, tc, key.Namespace, machine, second)
 	s.timeline.add(step, "node, Machine and VM of "+second+" gone", time.Since(start))
 
 	deleteVolumeApp(t, key, tc, app, step)

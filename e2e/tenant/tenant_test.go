@@ -249,11 +249,7 @@ func scaleDownNaming(t *testing.T, key client.ObjectKey, from, to int) {
 	g.Expect(err).NotTo(HaveOccurred(), "knest scale --workers %d --remove-node", to)
 	s.timeline.add(phase, "knest scale returned", time.Since(start))
 
-	g.Eventually(func(g Gomega) {
-		err := tc.Get(ctx, client.ObjectKey{Name: victim}, &corev1.Node{})
-		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "node %s still exists (err %v)", victim, err)
-	}, deleteTimeout, poll).Should(Succeed())
-	expectGone(t, key.Namespace, machine, victim)
+	expectNodeRemoved(t, tc, key.Namespace, machine, victim)
 	s.timeline.add(phase, "node, machine, VM gone", time.Since(start))
 	expectNodesReady(t, tc, left)
 	if to > 0 {
@@ -352,6 +348,17 @@ func machineOfNode(t *testing.T, key client.ObjectKey, node string) string {
 	}
 	t.Fatalf("no Machine has node %s", node)
 	return ""
+}
+
+// expectNodeRemoved waits for a removed worker's Node to leave the tenant, then for
+// its Machine and VM to leave the host.
+func expectNodeRemoved(t *testing.T, tc tenant, ns, machine, node string) {
+	t.Helper()
+	NewWithT(t).Eventually(func(g Gomega) {
+		err := tc.Get(t.Context(), client.ObjectKey{Name: node}, &corev1.Node{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "node %s still exists (err %v)", node, err)
+	}, deleteTimeout, poll).Should(Succeed())
+	expectGone(t, ns, machine, node)
 }
 
 // expectGone: the Machine, its bootstrap Secrets, and the VM, VMI and virt-launcher pod
