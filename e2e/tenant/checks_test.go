@@ -39,6 +39,7 @@ import (
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/e2e/internal/probe"
 	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/csi/startuptaint"
 )
 
 // tenantClient is an admin client of a tenant cluster, from `knest kubeconfig`. The
@@ -216,11 +217,17 @@ func expectNodesReady(t *testing.T, tc tenant, n int) {
 	}, tenantTimeout, poll).Should(Succeed())
 }
 
-// expectAddonsRunning: every DaemonSet (kube-proxy, the CNI) runs on all n nodes and
-// every Deployment (CoreDNS) is available.
+// expectAddonsRunning: every DaemonSet (kube-proxy, the CNI, the CSI node plugin)
+// runs on all n nodes, every Deployment (CoreDNS) is available, and no node keeps the
+// startup taint its CSI plugin's registration removes.
 func expectAddonsRunning(t *testing.T, tc tenant, n int) {
 	t.Helper()
 	NewWithT(t).Eventually(func(g Gomega) {
+		nodes := &corev1.NodeList{}
+		g.Expect(tc.List(t.Context(), nodes)).To(Succeed())
+		for _, node := range nodes.Items {
+			g.Expect(startuptaint.HasTaint(&node)).To(BeFalse(), "node %s keeps the taint %s", node.Name, startuptaint.Taint.Key)
+		}
 		dss := &appsv1.DaemonSetList{}
 		g.Expect(tc.List(t.Context(), dss)).To(Succeed())
 		g.Expect(len(dss.Items)).To(BeNumerically(">=", 2), "kube-proxy and the CNI")

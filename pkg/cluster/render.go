@@ -28,6 +28,7 @@ import (
 	"github.com/knest-dev/knest/pkg/autoscaler"
 	"github.com/knest-dev/knest/pkg/ccm"
 	"github.com/knest-dev/knest/pkg/csi/deploy"
+	"github.com/knest-dev/knest/pkg/csi/startuptaint"
 	"github.com/knest-dev/knest/pkg/hosted"
 	"github.com/knest-dev/knest/pkg/vmtemplate"
 )
@@ -611,11 +612,15 @@ func (r renderer) bootstrapTemplate(base string, p knestv1.WorkerPool) (*bootstr
 	if len(p.Labels) > 0 {
 		nodeRegistration.KubeletExtraArgs = []bootstrapv1.Arg{{Name: "node-labels", Value: ptr(joinLabels(p.Labels))}}
 	}
-	if len(p.Taints) > 0 {
-		taints := make([]corev1.Taint, 0, len(p.Taints))
-		for _, t := range p.Taints {
-			taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
-		}
+	var taints []corev1.Taint
+	for _, t := range p.Taints {
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: t.Effect})
+	}
+	if !r.nc.Spec.Providers.Storage.Disabled {
+		// Pods with volumes wait for the node's CSI plugin (package startuptaint).
+		taints = append(taints, startuptaint.Taint)
+	}
+	if len(taints) > 0 {
 		nodeRegistration.Taints = ptr(taints)
 	}
 	resumeFile, resumeCommands := resumeBootstrap("join")

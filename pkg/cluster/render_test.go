@@ -17,6 +17,7 @@ import (
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/csi/startuptaint"
 )
 
 func demo() *knestv1.NestedCluster {
@@ -66,6 +67,11 @@ func TestRenderNamesAndLabels(t *testing.T) {
 	g.Expect(gpu.MachineDeployment.Spec.Selector.MatchLabels).To(Equal(gpu.MachineDeployment.Spec.Template.Labels))
 	args := gpu.BootstrapTemplate.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs
 	g.Expect(*args[0].Value).To(Equal("a=b,gpu=true"))
+	// With the storage provider on, workers join tainted until their CSI plugin
+	// registers.
+	for _, p := range graph.Pools {
+		g.Expect(*p.BootstrapTemplate.Spec.Template.Spec.JoinConfiguration.NodeRegistration.Taints).To(ContainElement(startuptaint.Taint), p.Name)
+	}
 	vmi := gpu.MachineTemplate.Spec.Template.Spec.VirtualMachineTemplate.Spec.Template.Spec
 	g.Expect(vmi.Domain.Devices.GPUs).To(HaveLen(1))
 	g.Expect(vmi.Volumes[0].ContainerDisk.Image).To(Equal("knest/node:" + knestv1.DefaultVersion))
@@ -116,6 +122,7 @@ func TestRenderOptionsAndVariants(t *testing.T) {
 	g.Expect(graph.CNI).To(BeNil())
 	g.Expect(graph.CloudControllerManager).To(BeNil())
 	g.Expect(graph.Storage).To(BeNil())
+	g.Expect(graph.Pools[0].BootstrapTemplate.Spec.Template.Spec.JoinConfiguration.NodeRegistration.Taints).To(BeNil(), "no CSI plugin to wait for")
 	g.Expect(graph.Objects()).To(HaveLen(14))
 	g.Expect(*graph.Cluster.Spec.Paused).To(BeTrue())
 	g.Expect(string(graph.KubevirtCluster.Spec.ControlPlaneServiceTemplate.Spec.Type)).To(Equal("LoadBalancer"))

@@ -77,7 +77,7 @@ const DriverName = "csi.knest.dev"
 // (pkg/csi/deploy.DefaultImage). Change it with every change of the driver that goes
 // into an image: a tenant node runs the image its node image preloaded under that
 // tag, and the host loads it under the same one.
-const Version = "v0.1.0"
+const Version = "v0.2.0"
 
 // PublishContextSerial is the key of the disk serial in ControllerPublishVolume's
 // publish_context, which the node service looks the disk up by.

@@ -15,9 +15,11 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	knestcsi "github.com/knest-dev/knest/pkg/csi"
 	"github.com/knest-dev/knest/pkg/csi/controller"
+	"github.com/knest-dev/knest/pkg/csi/startuptaint"
 )
 
 // DefaultHotplugWait is how long a publish or unpublish call waits for KubeVirt's
@@ -28,6 +30,7 @@ const DefaultHotplugWait = 10 * time.Second
 type controllerFlags struct {
 	namespace, cluster string
 	kubeconfig         string
+	tenantKubeconfig   string
 	hotplugWait        time.Duration
 	prepImage          string
 }
@@ -51,6 +54,7 @@ func newControllerCommand(logs io.Writer, o *options) *cobra.Command {
 	fl.StringVar(&f.namespace, "namespace", "", "The tenant's host namespace, where its volumes (PVCs) and node VMs are (required)")
 	fl.StringVar(&f.cluster, "cluster", "", "The tenant's cluster name, as Cluster API's cluster-name label on its VMs (required)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "Kubeconfig of the host cluster; empty: in-cluster")
+	fl.StringVar(&f.tenantKubeconfig, "tenant-kubeconfig", "", "Kubeconfig of the tenant cluster: given, the controller removes each tenant node's startup taint ("+startuptaint.Taint.Key+") once the node's plugin has registered")
 	fl.DurationVar(&f.hotplugWait, "hotplug-wait", DefaultHotplugWait, "How long a publish or unpublish call waits for KubeVirt's hot-plug (or a disk image's preparation) before it answers Unavailable (the attacher calls again)")
 	fl.StringVar(&f.prepImage, "prep-image", "", "This driver's own image, which the pods that prepare a Filesystem volume's disk image run with `knest-csi prepare-disk` (required)")
 	return cmd
@@ -89,7 +93,37 @@ func runController(ctx context.Context, logs io.Writer, o *options, f *controlle
 	if err != nil {
 		return err
 	}
-	return o.serve(ctx, log, []any{&knestcsi.Identity{Version: knestcsi.Version}, srv})
+	var after []func(context.Context) error
+	if f.tenantKubeconfig != "" {
+		run, err := startupTaints(f.tenantKubeconfig)
+		if err != nil {
+			return err
+		}
+		after = append(after, run)
+	}
+	return o.serve(ctx, log, []any{&knestcsi.Identity{Version: knestcsi.Version}, srv}, after...)
+}
+
+// startupTaints returns what runs package startuptaint's reconciler against the
+// tenant at kubeconfig: a manager of its own (one replica, so no leader election;
+// no metrics or probes: the driver's /healthz is the pod's).
+func startupTaints(kubeconfig string) (func(context.Context) error, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("failed to load --tenant-kubeconfig %s: %w", kubeconfig, err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, fmt.Errorf("failed to build the scheme: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		return nil, fmt.Errorf("failed to create a manager of the tenant cluster: %w", err)
+	}
+	if err := (&startuptaint.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	return mgr.Start, nil
 }
 
 func hostConfig(kubeconfig string) (*rest.Config, error) {

@@ -14,13 +14,16 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	knestcsi "github.com/knest-dev/knest/pkg/csi"
 	"github.com/knest-dev/knest/pkg/csi/controller"
 	"github.com/knest-dev/knest/pkg/csi/deploy"
+	"github.com/knest-dev/knest/pkg/csi/startuptaint"
 )
 
 // The controller as pkg/csi/deploy renders it: its container's arguments, and its
@@ -54,10 +57,11 @@ func TestControllerAsDeployed(t *testing.T) {
 		}
 	}
 	g.Expect(args).NotTo(BeEmpty())
-	// Here, not in a pod: a socket and a port of the test's, the user's kubeconfig
-	// (later flags win).
+	// Here, not in a pod: a socket and a port of the test's, the user's kubeconfig,
+	// and the bed's admin kubeconfig standing for the tenant's (later flags win).
 	endpoint, health := filepath.Join(dir, "csi.sock"), freeAddress(t)
-	args = append(args, "--endpoint=unix://"+endpoint, "--health-address="+health, "--kubeconfig="+kubeconfig, "--hotplug-wait=0")
+	args = append(args, "--endpoint=unix://"+endpoint, "--health-address="+health, "--kubeconfig="+kubeconfig, "--hotplug-wait=0",
+		"--tenant-kubeconfig="+env.KubeconfigPath)
 	logs, done := run(t, ctx, args...)
 	conn := dial(t, endpoint)
 	g.Eventually(func() error {
@@ -66,6 +70,19 @@ func TestControllerAsDeployed(t *testing.T) {
 	}, 10*time.Second).Should(Succeed(), func() string { return logs.String() })
 	g.Eventually(func() (int, error) { return healthz(health) }).Should(Equal(200))
 	cc := csi.NewControllerClient(conn)
+
+	// A tenant node that joined with the startup taint loses it once its CSINode
+	// lists the driver.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + ns.Name}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{startuptaint.Taint}}}
+	g.Expect(env.Client.Create(ctx, node)).To(Succeed())
+	g.Expect(env.Client.Create(ctx, &storagev1.CSINode{
+		ObjectMeta: metav1.ObjectMeta{Name: node.Name},
+		Spec:       storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: knestcsi.DriverName, NodeID: node.Name}}},
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(node), node)).To(Succeed())
+		g.Expect(startuptaint.HasTaint(node)).To(BeFalse())
+	}, 30*time.Second).Should(Succeed(), func() string { return logs.String() })
 
 	mount := []*csi.VolumeCapability{{
 		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},

@@ -127,11 +127,12 @@ func TestRenderHost(t *testing.T) {
 	driver := container(g, pod.Containers, "knest-csi")
 	g.Expect(driver.Image).To(Equal(deploy.DefaultImage))
 	g.Expect(driver.Args).To(Equal([]string{"controller", "--namespace=tenants", "--cluster=demo", "--endpoint=unix:///csi/csi.sock", "--health-address=:9808",
-		"--prep-image=" + deploy.DefaultImage}))
+		"--prep-image=" + deploy.DefaultImage, "--tenant-kubeconfig=/etc/knest/tenant/value"}))
 	g.Expect(driver.LivenessProbe.HTTPGet.Path).To(Equal("/healthz"))
 	// The host token is the driver's alone; the sidecars, which talk to the tenant,
-	// get the tenant's kubeconfig and nothing of the host.
-	g.Expect(mountNames(driver)).To(ConsistOf("socket-dir", "host-token"))
+	// get the tenant's kubeconfig and nothing of the host. The driver has the tenant's
+	// too, for the nodes' startup taints.
+	g.Expect(mountNames(driver)).To(ConsistOf("socket-dir", "host-token", "tenant-kubeconfig"))
 	g.Expect(driver.VolumeMounts).To(ContainElement(HaveField("MountPath", "/var/run/secrets/kubernetes.io/serviceaccount")))
 	for name, image := range map[string]string{"csi-provisioner": deploy.DefaultProvisionerImage, "csi-attacher": deploy.DefaultAttacherImage} {
 		c := container(g, pod.Containers, name)

@@ -143,12 +143,14 @@ func controllerDeployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
 								"--health-address=" + healthAddress(),
 								// Its prep pods run this image's prepare-disk.
 								"--prep-image=" + in.Images.Driver,
+								// Removes the startup taint of a node whose plugin registered.
+								"--tenant-kubeconfig=" + tenantKubeconfigDir + "/value",
 							},
 							Ports:           []corev1.ContainerPort{{Name: "healthz", ContainerPort: healthPort, Protocol: corev1.ProtocolTCP}},
 							LivenessProbe:   livenessProbe(),
 							Resources:       *driverResources.DeepCopy(),
 							SecurityContext: podsec.Container(),
-							VolumeMounts: []corev1.VolumeMount{socket,
+							VolumeMounts: []corev1.VolumeMount{socket, tenant,
 								{Name: "host-token", MountPath: serviceAccountDir, ReadOnly: true}},
 						},
 						// Creates and deletes volumes for the tenant's claims. Without
