@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -106,7 +108,8 @@ func runController(ctx context.Context, logs io.Writer, o *options, f *controlle
 
 // startupTaints returns what runs package startuptaint's reconciler against the
 // tenant at kubeconfig: a manager of its own (one replica, so no leader election;
-// no metrics or probes: the driver's /healthz is the pod's).
+// no metrics or probes: the driver's /healthz is the pod's), started once the
+// tenant's API answers.
 func startupTaints(kubeconfig string) (func(context.Context) error, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -123,7 +126,40 @@ func startupTaints(kubeconfig string) (func(context.Context) error, error) {
 	if err := (&startuptaint.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	return mgr.Start, nil
+	return func(ctx context.Context) error {
+		if err := waitForAPI(ctx, cfg, tenantAPIPoll); err != nil {
+			return err
+		}
+		return mgr.Start(ctx)
+	}, nil
+}
+
+// tenantAPIPoll is how often the controller asks whether the tenant's API answers.
+const tenantAPIPoll = 5 * time.Second
+
+// waitForAPI waits until the API server of cfg answers, or ctx is done. The driver's
+// pod starts with the tenant's other host objects, before the tenant's API answers
+// (a VM control plane boots for minutes): a manager started then gives its caches
+// two minutes and ends the process, which would restart the whole pod in a backoff.
+func waitForAPI(ctx context.Context, cfg *rest.Config, interval time.Duration) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("failed to create a discovery client of the tenant cluster: %w", err)
+	}
+	log := ctrl.LoggerFrom(ctx)
+	waiting := false
+	err = wait.PollUntilContextCancel(ctx, interval, true, func(context.Context) (bool, error) {
+		_, err := dc.ServerVersion()
+		if err != nil && !waiting {
+			log.Info("Waiting for the tenant's API server", "error", err.Error())
+			waiting = true
+		}
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the tenant's API server did not answer: %w", err)
+	}
+	return nil
 }
 
 func hostConfig(kubeconfig string) (*rest.Config, error) {
