@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
@@ -219,9 +220,7 @@ func TestHostedControlPlaneContract(t *testing.T) {
 
 	// Scale to 3 API servers: the Deployment follows; the NestedCluster is not ready
 	// while the new pods are not available.
-	g.Expect(env.Client.Get(ctx, key, nc)).To(Succeed())
-	nc.Spec.ControlPlane.Replicas = 3
-	g.Expect(env.Client.Update(ctx, nc)).To(Succeed())
+	updateSpec(ctx, g, nc, func() { nc.Spec.ControlPlane.Replicas = 3 })
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)).To(Succeed())
 		g.Expect(deploy.Spec.Replicas).To(HaveValue(Equal(int32(3))))
@@ -235,9 +234,7 @@ func TestHostedControlPlaneContract(t *testing.T) {
 
 	// Upgrade: a new pod template; until the Deployment controller has observed it
 	// and every pod runs it, the control plane reports the old version.
-	g.Expect(env.Client.Get(ctx, key, nc)).To(Succeed())
-	nc.Spec.Version = "v1.35.5"
-	g.Expect(env.Client.Update(ctx, nc)).To(Succeed())
+	updateSpec(ctx, g, nc, func() { nc.Spec.Version = "v1.35.5" })
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(deploy), deploy)).To(Succeed())
 		g.Expect(deploy.Spec.Template.Spec.Containers[0].Image).To(Equal("registry.k8s.io/kube-apiserver:v1.35.5"))
@@ -267,6 +264,19 @@ func TestHostedControlPlaneContract(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(leftovers(ctx, ns.Name)).To(BeEmpty())
 	}, timeout, interval).Should(Succeed())
+}
+
+// updateSpec changes nc's spec with mutate as a user would: read, change, write,
+// again on a conflict (the controller writes its status meanwhile, which moves the
+// resourceVersion).
+func updateSpec(ctx context.Context, g Gomega, nc *knestv1.NestedCluster, mutate func()) {
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(nc), nc); err != nil {
+			return err
+		}
+		mutate()
+		return env.Client.Update(ctx, nc)
+	})).To(Succeed())
 }
 
 func secretData(ctx context.Context, g Gomega, key client.ObjectKey) map[string][]byte {
