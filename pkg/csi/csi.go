@@ -28,8 +28,8 @@
 // StorageClasses).
 //
 // The knest controller applies what package deploy renders. Not done yet:
-// csi-resizer (external-resizer is not served by the module proxy, so a tenant's
-// volume expansion is never asked of ControllerExpandVolume), snapshots and clones,
+// csi-resizer (external-resizer/v2 is served, but no host class here can grow to
+// try ControllerExpandVolume against: docs/design/csi.md), snapshots and clones,
 // volume stats, topology and an attach limit per node. The tests here fake the
 // hot-plug; e2e/tenant runs the driver on a real KubeVirt.
 //
