@@ -55,15 +55,7 @@ func startManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager stopped with an error: %v", err)
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	testenv.RunManager(t, mgr)
 }
 
 func get(g Gomega, obj client.Object) {

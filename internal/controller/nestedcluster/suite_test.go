@@ -45,24 +45,7 @@ func startControllerWith(t *testing.T, cfg *rest.Config, opts manager.Options) (
 	if err != nil {
 		t.Fatalf("failed to create manager: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager stopped with an error: %v", err)
-		}
-	}()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			<-done
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return testenv.RunManager(t, mgr)
 }
 
 // namespace creates a namespace of the test's own.

@@ -48,13 +48,7 @@ func startManager(t *testing.T, g Gomega) {
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect((&startuptaint.Reconciler{Client: mgr.GetClient()}).SetupWithManager(mgr)).To(Succeed())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		g.Expect(<-done).To(Succeed())
-	})
+	testenv.RunManager(t, mgr)
 }
 
 // node creates a Node as kubelet registers one with taints.
