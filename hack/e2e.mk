@@ -29,7 +29,7 @@ DEMO_CLUSTER ?= knest-demo
 DEMO_CONTROL_PLANE ?=
 
 # The tenant tests make e2e runs: a hosted tenant, then one with a VM control plane
-# (about 14 and 12 minutes on the machine CI runs on; on a machine that emulates
+# (12–14 and 10–12 minutes on the machine CI runs on; on a machine that emulates
 # guests 2-3 times slower a VM control plane did not come up: docs/e2e.md).
 E2E_TESTS ?= TestHostedCluster|TestTenantCluster
 
