@@ -29,19 +29,31 @@ var CAPKProviderNames = []string{"kubevirt", "infrastructure-kubevirt"}
 // IsolationName is the NetworkPolicy that fences a cluster's VMs.
 func IsolationName(cluster string) string { return cluster + "-isolation" }
 
-// isolation restricts what the cluster's VMs (their virt-launcher pods) can open
-// connections to, as HyperShift's KubeVirt platform does for its guests: the
-// cluster's own VMs (which includes its API endpoint once a Service or load
-// balancer has translated the address), the host's DNS pods (netpol.HostDNS), and
-// addresses outside the private ranges; and what can connect to them: their own
-// cluster's VMs on any port, anyone on the API server's port (the endpoint is meant
-// to be reached, through a Service, a NodePort or a load balancer), CAPK's
-// controller on SSH (its bootstrap check), and the cluster's backup Jobs on etcd's
-// client port. kubelet, etcd and the tenant CNI's VXLAN
-// port answer only the cluster's own VMs. Another tenant's VMs and
-// endpoint, the host's nodes and its API server are all private addresses. Traffic
-// into the VMs (Cluster API's SSH check, users on the endpoint) is not restricted.
-// NetworkPolicies add up: a platform team widens this with a policy of its own.
+// isolation fences the cluster's VMs (their virt-launcher pods) both ways, as
+// HyperShift's KubeVirt platform does for its guests' egress.
+//
+// Out, the VMs may open connections to: pods of their own cluster (next paragraph;
+// this includes the API endpoint once a Service or load balancer has translated
+// the address), the host's DNS pods (netpol.HostDNS), and addresses outside
+// PrivateNetworks. Another tenant's VMs and endpoint, the host's nodes and its API
+// server are all private addresses.
+//
+// In, the policy admits:
+//   - on any port, pods of the cluster's namespace labelled with its name
+//     (cluster.x-k8s.io/cluster-name): its VMs, a hosted control plane's pods, and
+//     its etcd backup and restore Jobs, which carry that label too;
+//   - on the API server's port, anyone (the endpoint is meant to be reached, through
+//     a Service, a NodePort or a load balancer);
+//   - on SSH, CAPK's controller pods in any namespace (its bootstrap check);
+//   - on etcd's client port, the cluster's backup Jobs (already admitted by the
+//     first rule; this one names what they need).
+//
+// So kubelet, etcd and the tenant CNI's VXLAN port answer only pods of the cluster
+// itself; no other pod of the host, in any namespace, reaches them. A tenant's
+// LoadBalancer Services add a policy each that opens their node ports on the
+// worker VMs (pkg/cloudprovider). Traffic from the host's nodes themselves is not
+// subject to NetworkPolicy on most CNIs. NetworkPolicies add up: a platform team
+// widens this with a policy of its own.
 func (r renderer) isolation() *networkingv1.NetworkPolicy {
 	ownVMs := metav1.LabelSelector{MatchLabels: map[string]string{clusterv1.ClusterNameLabel: r.name}}
 	tcp := corev1.ProtocolTCP
