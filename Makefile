@@ -59,6 +59,24 @@ fmt: ## Run gofmt on the main module.
 vet: ## Run go vet on the main module.
 	$(GO) vet ./...
 
+# golangci-lint, built from the version hack/tools/lint pins.
+LINT_TOOLS := hack/tools/lint
+GOLANGCI_LINT_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "github.com/golangci/golangci-lint/v2") print $$(i+1)}' $(LINT_TOOLS)/go.mod)
+GOLANGCI_LINT := $(KNEST_CACHE)/golangci-lint/$(GOLANGCI_LINT_VERSION)/golangci-lint
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## gofmt, go vet and golangci-lint (.golangci.yml) over the main module, e2e tests included (in .ci/run).
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "not gofmt'ed:" $$unformatted >&2; exit 1; fi
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/...
+	$(GOLANGCI_LINT) run ./...
+
+$(GOLANGCI_LINT):
+	@mkdir -p $(@D)
+	cd $(LINT_TOOLS) && $(GO) build -trimpath -o $(abspath $@).tmp github.com/golangci/golangci-lint/v2/cmd/golangci-lint
+	mv $@.tmp $@
+
 CONTROLLER_GEN := $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.19.0
 
 .PHONY: generate
