@@ -1001,3 +1001,12 @@ func init() {
 
 // IsHosted reports whether the control plane runs as pods on the host.
 func (s ControlPlaneSpec) IsHosted() bool { return s.Mode == ControlPlaneHosted }
+
+// ReplicasOrDefault is the pool's replicas, 1 when unset (as the field documents).
+// An autoscaled pool has none of its own: the autoscaler sizes it.
+func (p WorkerPool) ReplicasOrDefault() int32 {
+	if p.Replicas == nil {
+		return 1
+	}
+	return *p.Replicas
+}

@@ -8,6 +8,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/autoscaler"
 )
 
 // The cluster-autoscaler's clusterapi provider reads a node group's size bounds from
@@ -41,6 +42,26 @@ const (
 
 // Autoscaled reports whether the cluster-autoscaler sizes the pool.
 func Autoscaled(p knestv1.WorkerPool) bool { return p.Autoscaling != nil }
+
+// autoscaler renders the tenant's cluster-autoscaler when a pool is autoscaled.
+func (r renderer) autoscaler(pools []Pool) *autoscaler.Objects {
+	var scaled []string
+	for i, p := range r.nc.Spec.Workers {
+		if Autoscaled(p) {
+			scaled = append(scaled, pools[i].MachineDeployment.Name)
+		}
+	}
+	if len(scaled) == 0 {
+		return nil
+	}
+	return autoscaler.Render(autoscaler.Input{
+		Cluster: r.name, Namespace: r.ns, Image: r.opts.AutoscalerImage,
+		MachineDeployments: scaled,
+		KubeconfigSecret:   KubeconfigSecretName(r.name),
+		Spec:               r.nc.Spec.Autoscaler,
+		Labels:             r.meta("", "").Labels,
+	})
+}
 
 // autoscalingAnnotations are the MachineDeployment annotations of an autoscaled pool:
 // its bounds and, so the autoscaler can add a first node to an empty pool, the shape

@@ -10,7 +10,8 @@ import (
 // Default fills in what the API server's CRD defaults fill in, so a NestedCluster
 // rendered without an API server (knest create --dry-run) matches one that went
 // through it. The integration tests compare the two. A pool's replicas are not
-// defaulted (an autoscaled pool has none): PoolReplicas reads unset as 1.
+// defaulted (an autoscaled pool has none): WorkerPool.ReplicasOrDefault reads unset
+// as 1.
 func Default(nc *knestv1.NestedCluster) {
 	s := &nc.Spec
 	setIfEmpty(&s.Version, knestv1.DefaultVersion)
@@ -65,18 +66,3 @@ func setIfEmpty[T ~string](field *T, value T) {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// PoolReplicas is the replicas knest sets on a pool's MachineDeployment: the spec's,
-// 1 when unset, and nil for an autoscaled pool, whose replicas knest never owns (the
-// autoscaler sets them through the scale subresource). A pool that stops being
-// autoscaled gets its spec's replicas again (unset: 1), which knest's apply takes back
-// from the autoscaler.
-func PoolReplicas(p knestv1.WorkerPool) *int32 {
-	switch {
-	case p.Autoscaling != nil:
-		return nil
-	case p.Replicas == nil:
-		return ptr(int32(1))
-	}
-	return ptr(*p.Replicas)
-}

@@ -2,14 +2,12 @@ package cluster
 
 import (
 	"encoding/json"
-	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/yaml"
 )
 
 // Flannel is the default tenant CNI. Its images are preloaded into the node image
@@ -145,18 +143,4 @@ func flannelObjects(podCIDR string) (string, error) {
 		},
 	}
 	return manifest(objs...)
-}
-
-// manifest encodes objects as one multi-document YAML, as a ClusterResourceSet's
-// ConfigMap carries them.
-func manifest[T any](objs ...T) (string, error) {
-	var out []byte
-	for _, o := range objs {
-		doc, err := yaml.Marshal(o)
-		if err != nil {
-			return "", fmt.Errorf("failed to encode %T: %w", o, err)
-		}
-		out = append(append(out, "---\n"...), doc...)
-	}
-	return string(out), nil
 }

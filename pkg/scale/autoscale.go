@@ -146,7 +146,7 @@ func applyAutoscale(p *knestv1.WorkerPool, bounds *knestv1.PoolAutoscaling, size
 	}
 	ch := &Change{Pool: p.Name, FromAuto: was, ToAuto: bounds.DeepCopy()}
 	if was == nil {
-		ch.From = replicas(p)
+		ch.From = p.ReplicasOrDefault()
 	}
 	p.Autoscaling = bounds.DeepCopy()
 	p.Replicas = nil

@@ -59,7 +59,7 @@ func Pending(nc *knestv1.NestedCluster) []string {
 // the pool as autoscaled yet.
 func PoolWant(nc *knestv1.NestedCluster, p knestv1.WorkerPool) (want int32, known bool) {
 	if p.Autoscaling == nil {
-		return replicas(&p), true
+		return p.ReplicasOrDefault(), true
 	}
 	for _, ps := range nc.Status.Workers {
 		if ps.Name == p.Name && ps.Autoscaling != nil {

@@ -215,7 +215,7 @@ func Apply(spec knestv1.NestedClusterSpec, req Request, machines []Machine) (Pla
 		if p.Autoscaling != nil {
 			return Plan{}, autoscaledPoolError(p.Name, p.Autoscaling)
 		}
-		from := replicas(p)
+		from := p.ReplicasOrDefault()
 		if n > from && p.Version != "" && kubever.NewMachinesBlocked(p.Version, out.Version) {
 			return Plan{}, heldPoolError(p.Name, p.Version, out.Version)
 		}
@@ -359,13 +359,6 @@ func listOrNone(names []string) string {
 		return "(none)"
 	}
 	return strings.Join(names, ", ")
-}
-
-func replicas(p *knestv1.WorkerPool) int32 {
-	if p.Replicas == nil {
-		return 1
-	}
-	return *p.Replicas
 }
 
 // ParsePoolSizes parses NAME=N pairs (the --pool flag) into a map; a pool named twice

@@ -34,7 +34,7 @@ func held(p knestv1.WorkerPool, version string) knestv1.WorkerPool {
 func sizes(s knestv1.NestedClusterSpec) map[string]int32 {
 	out := map[string]int32{knestv1.ControlPlanePool: s.ControlPlane.Replicas}
 	for _, p := range s.Workers {
-		out[p.Name] = replicas(&p)
+		out[p.Name] = p.ReplicasOrDefault()
 	}
 	return out
 }

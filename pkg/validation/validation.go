@@ -516,22 +516,14 @@ func heldPoolsGrow(old, nc *knestv1.NestedCluster) field.ErrorList {
 		var had int32
 		for _, o := range old.Spec.Workers {
 			if o.Name == p.Name {
-				had = replicasOf(o)
+				had = o.ReplicasOrDefault()
 			}
 		}
-		if n := replicasOf(p); n > 0 && n > had {
+		if n := p.ReplicasOrDefault(); n > 0 && n > had {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "workers").Index(i).Child("replicas"), n, kubever.HeldPoolGrowMessage))
 		}
 	}
 	return errs
-}
-
-// replicasOf is a pool's replicas with the CRD's default.
-func replicasOf(p knestv1.WorkerPool) int32 {
-	if p.Replicas == nil {
-		return 1
-	}
-	return *p.Replicas
 }
 
 // nodeLabels checks labels as the CRD does: what kubelet's --node-labels accepts.

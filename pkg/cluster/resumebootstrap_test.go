@@ -211,3 +211,19 @@ func TestResumeBootstrapFinishesAControlPlaneJoinWhoseMemberIsAVoter(t *testing.
 	g.Expect(r.calls).To(BeEmpty())
 	g.Expect(r.sentinel()).To(BeEmpty())
 }
+
+// kubeadm runs once and the script after it: init on the control plane (a joining
+// control-plane machine is told init too, see above), join on workers.
+func TestRenderRunsResumeBootstrapAfterKubeadm(t *testing.T) {
+	g := NewWithT(t)
+	graph, err := cluster.Render(demo(), cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	kcs := graph.ControlPlane.Spec.KubeadmConfigSpec
+	g.Expect(kcs.PostKubeadmCommands).To(Equal([]string{"/usr/local/sbin/knest-resume-bootstrap init"}))
+	g.Expect(kcs.Files).To(ContainElement(HaveField("Path", "/usr/local/sbin/knest-resume-bootstrap")))
+	for _, p := range graph.Pools {
+		ws := p.BootstrapTemplate.Spec.Template.Spec
+		g.Expect(ws.PostKubeadmCommands).To(Equal([]string{"/usr/local/sbin/knest-resume-bootstrap join"}), p.Name)
+		g.Expect(ws.Files).To(ConsistOf(HaveField("Path", "/usr/local/sbin/knest-resume-bootstrap")), p.Name)
+	}
+}

@@ -29,16 +29,3 @@ func resumeBootstrap(mode string) (bootstrapv1.File, []string) {
 		Content:     resumeBootstrapScript,
 	}, []string{resumeBootstrapPath + " " + mode}
 }
-
-// etcdDiskScript mounts a VM control plane's etcd disk; see the script.
-//
-//go:embed scripts/etcd-disk.sh
-var etcdDiskScript string
-
-const etcdDiskPath = "/usr/local/sbin/knest-etcd-disk"
-
-// etcdDiskMount is the script as a bootstrap file and the preKubeadmCommand that
-// runs it.
-func etcdDiskMount() (bootstrapv1.File, string) {
-	return bootstrapv1.File{Path: etcdDiskPath, Owner: "root:root", Permissions: "0755", Content: etcdDiskScript}, etcdDiskPath
-}
