@@ -54,6 +54,11 @@ KNEST_CPU_ALLOCATION_RATIO=${KNEST_CPU_ALLOCATION_RATIO:-4}
 # a worker took 3-9 minutes here, and 16-22 on the retired stand-in: kept generous for
 # slower or busier hosts.
 KNEST_NODE_STARTUP_TIMEOUT=${KNEST_NODE_STARTUP_TIMEOUT:-40m}
+# How many times slower than hardware speed the host runs VMs (knest controller
+# --host-slowdown, which multiplies kubeadm's timeouts); empty: up.sh chooses from its
+# KVM probe, 3 under emulation (guests here boot 2-3 times slower than under KVM, more
+# on a slower machine of this kind), 1 under KVM.
+KNEST_HOST_SLOWDOWN=${KNEST_HOST_SLOWDOWN:-}
 # The tenant nodes' images as the host's containerd names them once loaded.
 NODE_IMAGE_REF=${NODE_IMAGE_REF:-docker.io/knest/node:$NODE_KUBE_VERSION}
 KERNEL_IMAGE_REF=${KERNEL_IMAGE_REF:-docker.io/knest/node-kernel:$NODE_KUBE_VERSION}

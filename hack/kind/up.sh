@@ -56,6 +56,10 @@ mkdir -p "$(dirname "$KIND_KUBECONFIG")"
 accel=$(images/scripts/kvm-probe.sh "$NODE_IMAGES_DIR/$NODE_KUBE_VERSION/vmlinuz")
 emulation=true
 if [[ $accel == kvm ]]; then emulation=false; fi
+if [[ -z $KNEST_HOST_SLOWDOWN ]]; then
+  KNEST_HOST_SLOWDOWN=1
+  if [[ $emulation == true ]]; then KNEST_HOST_SLOWDOWN=3; fi
+fi
 step "engine $KIND_ENGINE; VMs under $accel (KubeVirt useEmulation: $emulation)"
 
 # The node image, named by its build (the directory name carries the inputs' hash),
@@ -300,7 +304,7 @@ for ns_deploy in capi-system/capi-controller-manager capi-kubeadm-bootstrap-syst
   kubectl -n "${ns_deploy%/*}" rollout status "deploy/${ns_deploy#*/}" --timeout=10m
 done
 
-step "knest controller: kubectl apply -k config/default (knest.local/knest:$knest_tag, --cpu-allocation-ratio=$KNEST_CPU_ALLOCATION_RATIO --node-startup-timeout=$KNEST_NODE_STARTUP_TIMEOUT)"
+step "knest controller: kubectl apply -k config/default (knest.local/knest:$knest_tag, --cpu-allocation-ratio=$KNEST_CPU_ALLOCATION_RATIO --node-startup-timeout=$KNEST_NODE_STARTUP_TIMEOUT --host-slowdown=$KNEST_HOST_SLOWDOWN)"
 # config/default with that image, through an overlay in a copy of config/.
 cp -R config "$tmp/config"
 mkdir -p "$tmp/config/kind"
@@ -312,6 +316,7 @@ patches:
   patch: |-
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --cpu-allocation-ratio=$KNEST_CPU_ALLOCATION_RATIO}
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --node-startup-timeout=$KNEST_NODE_STARTUP_TIMEOUT}
+    - {op: add, path: /spec/template/spec/containers/0/args/-, value: --host-slowdown=$KNEST_HOST_SLOWDOWN}
 EOF
 kubectl apply -k "$tmp/config/kind"
 kubectl -n knest-system rollout status deploy/knest-controller --timeout=5m

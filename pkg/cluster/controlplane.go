@@ -105,10 +105,10 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 					Scheduler:         bootstrapv1.Scheduler{ExtraArgs: leaderElectionArgs()},
 				},
 				InitConfiguration: bootstrapv1.InitConfiguration{
-					NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts(), Patches: bootstrapv1.Patches{Directory: patchDir},
+					NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts(r.opts.HostSlowdown), Patches: bootstrapv1.Patches{Directory: patchDir},
 				},
 				JoinConfiguration: bootstrapv1.JoinConfiguration{
-					NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts(), Patches: bootstrapv1.Patches{Directory: patchDir},
+					NodeRegistration: nodeRegistration, Timeouts: controlPlaneTimeouts(r.opts.HostSlowdown), Patches: bootstrapv1.Patches{Directory: patchDir},
 				},
 				Files:               files,
 				PreKubeadmCommands:  pre,
@@ -154,11 +154,47 @@ func etcdRaftArgs() []bootstrapv1.Arg {
 // in an upgrade (three VMs on 2 cores), adding the new etcd member took 100 s of
 // retries, and the 2 minutes ran out 2 s after its manifest was written, before the
 // member could sync, which leaves the machine to KCP's remediation.
-func controlPlaneTimeouts() bootstrapv1.Timeouts {
-	return bootstrapv1.Timeouts{
+func controlPlaneTimeouts(slowdown int) bootstrapv1.Timeouts {
+	return slowHostTimeouts(bootstrapv1.Timeouts{
 		ControlPlaneComponentHealthCheckSeconds: ptr(int32(600)),
 		KubernetesAPICallSeconds:                ptr(int32(300)),
 		EtcdAPICallSeconds:                      ptr(int32(600)),
+	}, slowdown)
+}
+
+// kubeadm's own timeouts (v1beta4 defaults), which knest leaves to kubeadm on a host
+// at hardware speed.
+var kubeadmTimeouts = bootstrapv1.Timeouts{
+	ControlPlaneComponentHealthCheckSeconds: ptr(int32(240)),
+	KubeletHealthCheckSeconds:               ptr(int32(240)),
+	KubernetesAPICallSeconds:                ptr(int32(60)),
+	EtcdAPICallSeconds:                      ptr(int32(120)),
+	TLSBootstrapSeconds:                     ptr(int32(300)),
+	DiscoverySeconds:                        ptr(int32(300)),
+}
+
+// slowHostTimeouts multiplies every timeout of t, those it leaves to kubeadm
+// included, by slowdown (Options.HostSlowdown), so that a boot that is slow only
+// because the host is slow does not fail kubeadm init or join. At 1 it returns t
+// as it is: a tenant's kubeadm configuration changes (and Cluster API rolls its
+// machines) only when the host's slowdown does.
+func slowHostTimeouts(t bootstrapv1.Timeouts, slowdown int) bootstrapv1.Timeouts {
+	if slowdown <= 1 {
+		return t
+	}
+	scale := func(set, def *int32) *int32 {
+		if set == nil {
+			set = def
+		}
+		return ptr(*set * int32(slowdown))
+	}
+	return bootstrapv1.Timeouts{
+		ControlPlaneComponentHealthCheckSeconds: scale(t.ControlPlaneComponentHealthCheckSeconds, kubeadmTimeouts.ControlPlaneComponentHealthCheckSeconds),
+		KubeletHealthCheckSeconds:               scale(t.KubeletHealthCheckSeconds, kubeadmTimeouts.KubeletHealthCheckSeconds),
+		KubernetesAPICallSeconds:                scale(t.KubernetesAPICallSeconds, kubeadmTimeouts.KubernetesAPICallSeconds),
+		EtcdAPICallSeconds:                      scale(t.EtcdAPICallSeconds, kubeadmTimeouts.EtcdAPICallSeconds),
+		TLSBootstrapSeconds:                     scale(t.TLSBootstrapSeconds, kubeadmTimeouts.TLSBootstrapSeconds),
+		DiscoverySeconds:                        scale(t.DiscoverySeconds, kubeadmTimeouts.DiscoverySeconds),
 	}
 }
 

@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
@@ -78,4 +79,47 @@ func TestRenderHostedControlPlaneCarriesResources(t *testing.T) {
 	// A copy: changing the HostedControlPlane leaves the NestedCluster as it was.
 	s.Etcd.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("1Gi")
 	g.Expect(nc.Spec.ControlPlane.Hosted.Etcd.Resources).To(Equal(mem("256Mi")))
+}
+
+// On a slow host every kubeadm timeout, those kubeadm defaults included, of the
+// control plane and of the pools grows by the host's slowdown, and so does the
+// default time a node may take to join; at hardware speed the pools' configuration
+// leaves kubeadm's timeouts alone, so it rolls no machine.
+func TestRenderTimeoutsFollowTheHost(t *testing.T) {
+	g := NewWithT(t)
+	graph, err := cluster.Render(demo(), cluster.Options{HostSlowdown: 3})
+	g.Expect(err).NotTo(HaveOccurred())
+	want := bootstrapv1.Timeouts{
+		ControlPlaneComponentHealthCheckSeconds: ptr(int32(1800)),
+		KubeletHealthCheckSeconds:               ptr(int32(720)),
+		KubernetesAPICallSeconds:                ptr(int32(900)),
+		EtcdAPICallSeconds:                      ptr(int32(1800)),
+		TLSBootstrapSeconds:                     ptr(int32(900)),
+		DiscoverySeconds:                        ptr(int32(900)),
+	}
+	kcs := graph.ControlPlane.Spec.KubeadmConfigSpec
+	g.Expect(kcs.InitConfiguration.Timeouts).To(Equal(want))
+	g.Expect(kcs.JoinConfiguration.Timeouts).To(Equal(want))
+	for _, p := range graph.Pools {
+		g.Expect(p.BootstrapTemplate.Spec.Template.Spec.JoinConfiguration.Timeouts).To(Equal(bootstrapv1.Timeouts{
+			ControlPlaneComponentHealthCheckSeconds: ptr(int32(720)),
+			KubeletHealthCheckSeconds:               ptr(int32(720)),
+			KubernetesAPICallSeconds:                ptr(int32(180)),
+			EtcdAPICallSeconds:                      ptr(int32(360)),
+			TLSBootstrapSeconds:                     ptr(int32(900)),
+			DiscoverySeconds:                        ptr(int32(900)),
+		}), p.Name)
+		g.Expect(*p.HealthCheck.Spec.Checks.NodeStartupTimeoutSeconds).To(Equal(int32(3600)), p.Name)
+	}
+	// An explicit startup time is kept as it is.
+	graph, err = cluster.Render(demo(), cluster.Options{HostSlowdown: 3, NodeStartupTimeout: 40 * time.Minute})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(*graph.ControlPlaneHealthCheck.Spec.Checks.NodeStartupTimeoutSeconds).To(Equal(int32(2400)))
+
+	graph, err = cluster.Render(demo(), cluster.Options{HostSlowdown: 1})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, p := range graph.Pools {
+		g.Expect(p.BootstrapTemplate.Spec.Template.Spec.JoinConfiguration.Timeouts).To(BeZero(), p.Name)
+	}
+	g.Expect(graph.ControlPlane.Spec.KubeadmConfigSpec.InitConfiguration.Timeouts.KubeletHealthCheckSeconds).To(BeNil())
 }

@@ -121,7 +121,9 @@ func (r renderer) bootstrapTemplate(base string, p knestv1.WorkerPool) (*bootstr
 	resumeFile, resumeCommands := resumeBootstrap("join")
 	spec := bootstrapv1.KubeadmConfigTemplateSpec{Template: bootstrapv1.KubeadmConfigTemplateResource{
 		Spec: bootstrapv1.KubeadmConfigSpec{
-			JoinConfiguration:   bootstrapv1.JoinConfiguration{NodeRegistration: nodeRegistration},
+			JoinConfiguration: bootstrapv1.JoinConfiguration{
+				NodeRegistration: nodeRegistration, Timeouts: slowHostTimeouts(bootstrapv1.Timeouts{}, r.opts.HostSlowdown),
+			},
 			Files:               []bootstrapv1.File{resumeFile},
 			PostKubeadmCommands: resumeCommands,
 		},

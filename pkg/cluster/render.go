@@ -63,6 +63,11 @@ type Options struct {
 	// check replaces it (default DefaultNodeStartupTimeout). How fast a VM boots and
 	// joins is the host's property, so it is set per controller, not per cluster.
 	NodeStartupTimeout time.Duration
+	// HostSlowdown is how many times slower than hardware speed this host runs
+	// tenant VMs (about 3 under software emulation; 0 or 1: hardware speed). kubeadm's
+	// timeouts, and the default NodeStartupTimeout, are multiplied by it. Changing it
+	// changes every tenant's kubeadm configuration, which Cluster API rolls out.
+	HostSlowdown int
 	// AutoscalerImage runs the tenants' cluster-autoscalers (autoscaler.DefaultImage
 	// when empty).
 	AutoscalerImage string
@@ -82,8 +87,11 @@ func (o Options) withDefaults() Options {
 	setIfEmpty(&o.NodeImageRepository, knestv1.DefaultNodeImageRepository)
 	setIfEmpty(&o.NodeKernelRepository, knestv1.DefaultNodeKernelRepository)
 	setIfEmpty(&o.BootstrapCheck, BootstrapCheckSSH)
+	if o.HostSlowdown < 1 {
+		o.HostSlowdown = 1
+	}
 	if o.NodeStartupTimeout <= 0 {
-		o.NodeStartupTimeout = DefaultNodeStartupTimeout
+		o.NodeStartupTimeout = DefaultNodeStartupTimeout * time.Duration(o.HostSlowdown)
 	}
 	return o
 }

@@ -54,7 +54,9 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fl.IntVar(&f.Render.CPUAllocationRatio, "cpu-allocation-ratio", 1,
 		"Host CPU overcommit of tenant VMs, as KubeVirt's cpuAllocationRatio: each vCPU requests 1/N of a host core (1: whole cores)")
 	fl.DurationVar(&f.Render.NodeStartupTimeout, "node-startup-timeout", cluster.DefaultNodeStartupTimeout,
-		"How long a tenant machine may go without joining before its health check replaces it; longer on slow hosts (software emulation)")
+		"How long a tenant machine may go without joining before its health check replaces it (default: 20m times --host-slowdown)")
+	fl.IntVar(&f.Render.HostSlowdown, "host-slowdown", 1,
+		"How many times slower than hardware speed this host runs tenant VMs (about 3 under software emulation): kubeadm's timeouts and the default --node-startup-timeout are multiplied by it; changing it rolls every tenant's machines")
 	fl.StringVar(&f.Render.AutoscalerImage, "autoscaler-image", autoscaler.DefaultImage,
 		"Image of the tenants' cluster-autoscalers (the upstream one with its clusterapi provider), run for tenants with an autoscaled pool")
 	fl.IntVar(&f.Concurrency, "concurrency", 10, "NestedClusters reconciled in parallel")
@@ -79,7 +81,12 @@ func runE(cmd *cobra.Command, logger logr.Logger, f *flags) error {
 	if f.Render.CPUAllocationRatio < 1 {
 		return fmt.Errorf("--cpu-allocation-ratio must be 1 or more, not %d", f.Render.CPUAllocationRatio)
 	}
-	if f.Render.NodeStartupTimeout < time.Minute {
+	if f.Render.HostSlowdown < 1 || f.Render.HostSlowdown > 10 {
+		return fmt.Errorf("--host-slowdown must be 1 to 10, not %d", f.Render.HostSlowdown)
+	}
+	if !cmd.Flags().Changed("node-startup-timeout") {
+		f.Render.NodeStartupTimeout = 0 // cluster.Options' default, which follows --host-slowdown
+	} else if f.Render.NodeStartupTimeout < time.Minute {
 		return fmt.Errorf("--node-startup-timeout must be a minute or more, not %s", f.Render.NodeStartupTimeout)
 	}
 	logger, err := newLogger(f.logFormat, logger, cmd.ErrOrStderr())

@@ -40,6 +40,8 @@ func TestBadFlagsStopBeforeTheCluster(t *testing.T) {
 		"--bootstrap-check=maybe":    `--bootstrap-check must be ssh or none, not "maybe"`,
 		"--cpu-allocation-ratio=0":   "--cpu-allocation-ratio must be 1 or more, not 0",
 		"--node-startup-timeout=30s": "--node-startup-timeout must be a minute or more, not 30s",
+		"--host-slowdown=0":          "--host-slowdown must be 1 to 10, not 0",
+		"--host-slowdown=11":         "--host-slowdown must be 1 to 10, not 11",
 	} {
 		t.Run(args, func(t *testing.T) {
 			g := NewWithT(t)
