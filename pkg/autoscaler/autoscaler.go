@@ -7,23 +7,19 @@ package autoscaler
 
 import (
 	"fmt"
-	"maps"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/hostaccess"
-	"github.com/knest-dev/knest/pkg/podsec"
 )
 
 // DefaultImage is the cluster-autoscaler built from the module the Go proxy serves,
@@ -89,15 +85,11 @@ func (o *Objects) List() []client.Object {
 
 // Render returns the autoscaler's objects.
 func Render(in Input) *Objects {
-	name := Name(in.Cluster)
-	meta := func() metav1.ObjectMeta {
-		labels := map[string]string{"app.kubernetes.io/name": "cluster-autoscaler", "app.kubernetes.io/part-of": "knest"}
-		maps.Copy(labels, in.Labels)
-		return metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels}
-	}
+	c := hostaccess.Component{Name: Name(in.Cluster), Namespace: in.Namespace, Cluster: in.Cluster,
+		App: "cluster-autoscaler", Labels: in.Labels}
 	return &Objects{
-		Objects:    hostaccess.Render(meta(), "autoscaler", rules(in.MachineDeployments)),
-		Deployment: deployment(in, meta()),
+		Objects:    c.Access("autoscaler", rules(in.MachineDeployments)),
+		Deployment: deployment(in, c),
 	}
 }
 
@@ -118,7 +110,7 @@ func rules(machineDeployments []string) []rbacv1.PolicyRule {
 	}
 }
 
-func deployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
+func deployment(in Input, c hostaccess.Component) *appsv1.Deployment {
 	image := in.Image
 	if image == "" {
 		image = DefaultImage
@@ -130,66 +122,44 @@ func deployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
 	if d := in.Spec.ScaleDownDelayAfterAdd; d != nil {
 		afterAdd = d.Duration
 	}
-	const kubeconfigDir = "/etc/knest/tenant"
-	selector := map[string]string{"app.kubernetes.io/name": "cluster-autoscaler", knestv1.ClusterNameLabel: in.Cluster}
-	// Its own copy of the labels: the Deployment's and its pods' are not one map.
-	podMeta := metav1.ObjectMeta{Labels: maps.Clone(meta.Labels)}
-	return &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta,
-		Spec: appsv1.DeploymentSpec{
-			// One at a time: two would both scale the same pools.
-			Replicas: ptr.To[int32](1),
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: podMeta,
-				Spec: corev1.PodSpec{
-					ServiceAccountName: meta.Name,
-					SecurityContext:    podsec.Pod(65532),
-					Containers: []corev1.Container{{
-						Name:  "cluster-autoscaler",
-						Image: image,
-						Args: []string{
-							"--cloud-provider=clusterapi",
-							fmt.Sprintf("--node-group-auto-discovery=clusterapi:namespace=%s,clusterName=%s", in.Namespace, in.Cluster),
-							// The tenant's API for pods and nodes; Cluster API's on the
-							// host through the pod's own service account.
-							"--kubeconfig=" + kubeconfigDir + "/value",
-							"--clusterapi-cloud-config-authoritative",
-							// One replica, and its lease would live in the tenant.
-							"--leader-elect=false",
-							// Raising minReplicas above a pool's size scales it up.
-							"--enforce-node-group-min-size",
-							"--scale-down-unneeded-time=" + unneeded.String(),
-							// A node found busy is looked at again after this (upstream: 5m);
-							// no later than it could have become unneeded.
-							"--unremovable-node-recheck-timeout=" + min(unneeded, upstreamRecheck).String(),
-							"--scale-down-delay-after-add=" + afterAdd.String(),
-							fmt.Sprintf("--address=:%d", HealthPort),
-							"--v=2",
-						},
-						Env:   []corev1.EnvVar{{Name: "CAPI_VERSION", Value: capiVersion}},
-						Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
-						LivenessProbe: &corev1.Probe{
-							ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health-check", Port: intstr.FromString("health")}},
-							PeriodSeconds:    30,
-							FailureThreshold: 4,
-						},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health-check", Port: intstr.FromString("health")}},
-							PeriodSeconds: 10,
-						},
-						Resources:       *resources.DeepCopy(),
-						SecurityContext: podsec.Container(),
-						VolumeMounts:    []corev1.VolumeMount{{Name: "tenant-kubeconfig", MountPath: kubeconfigDir, ReadOnly: true}},
-					}},
-					Volumes: []corev1.Volume{{Name: "tenant-kubeconfig", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-						SecretName: in.KubeconfigSecret,
-						Items:      []corev1.KeyToPath{{Key: "value", Path: "value"}},
-					}}}},
-				},
+	// One replica: two would both scale the same pools.
+	return c.Deployment(corev1.PodSpec{
+		Containers: []corev1.Container{{
+			Name:  "cluster-autoscaler",
+			Image: image,
+			Args: []string{
+				"--cloud-provider=clusterapi",
+				fmt.Sprintf("--node-group-auto-discovery=clusterapi:namespace=%s,clusterName=%s", in.Namespace, in.Cluster),
+				// The tenant's API for pods and nodes; Cluster API's on the
+				// host through the pod's own service account.
+				"--kubeconfig=" + hostaccess.KubeconfigFile,
+				"--clusterapi-cloud-config-authoritative",
+				// One replica, and its lease would live in the tenant.
+				"--leader-elect=false",
+				// Raising minReplicas above a pool's size scales it up.
+				"--enforce-node-group-min-size",
+				"--scale-down-unneeded-time=" + unneeded.String(),
+				// A node found busy is looked at again after this (upstream: 5m);
+				// no later than it could have become unneeded.
+				"--unremovable-node-recheck-timeout=" + min(unneeded, upstreamRecheck).String(),
+				"--scale-down-delay-after-add=" + afterAdd.String(),
+				fmt.Sprintf("--address=:%d", HealthPort),
+				"--v=2",
 			},
-		},
-	}
+			Env:   []corev1.EnvVar{{Name: "CAPI_VERSION", Value: capiVersion}},
+			Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
+			LivenessProbe: &corev1.Probe{
+				ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health-check", Port: intstr.FromString("health")}},
+				PeriodSeconds:    30,
+				FailureThreshold: 4,
+			},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health-check", Port: intstr.FromString("health")}},
+				PeriodSeconds: 10,
+			},
+			Resources:    *resources.DeepCopy(),
+			VolumeMounts: []corev1.VolumeMount{hostaccess.KubeconfigMount()},
+		}},
+		Volumes: []corev1.Volume{hostaccess.KubeconfigVolume(in.KubeconfigSecret)},
+	})
 }

@@ -19,6 +19,8 @@ import (
 	clientsnapshot "go.etcd.io/etcd/client/v3/snapshot"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
+
+	"github.com/knest-dev/knest/pkg/podsec"
 )
 
 // snapshotSuffix ends every snapshot file; a file being written ends in partSuffix.
@@ -182,9 +184,9 @@ func Restore(lg *zap.Logger, snapshotPath, dataDir string, m Member, initialClus
 	return os.RemoveAll(staging)
 }
 
-// NonRootUser is the uid and gid knest's containers run as (the distroless images'
-// nonroot user); a hosted etcd's data belongs to it.
-const NonRootUser = 65532
+// NonRootUser is the uid and gid backups and a hosted etcd run as; a hosted etcd's
+// data belongs to it.
+const NonRootUser = podsec.NonRootUID
 
 // GiveMember gives dataDir/member and everything in it to uid and gid: a restore
 // runs as root, and etcd, running as NonRootUser, must open what it wrote.

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/certs"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/podsec"
 )
 
 // Names of what backups add to a tenant's namespace.
@@ -147,22 +148,6 @@ func keep(b knestv1.BackupSpec) int32 {
 	return knestv1.DefaultBackupKeep
 }
 
-// nonRoot is the pod security of backup pods: the knest image's uid, the volume's
-// files its group's.
-func nonRoot() *corev1.PodSecurityContext {
-	return &corev1.PodSecurityContext{
-		RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](NonRootUser), RunAsGroup: ptr.To[int64](NonRootUser), FSGroup: ptr.To[int64](NonRootUser),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
-}
-
-func restricted() *corev1.SecurityContext {
-	return &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
-		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-	}
-}
-
 func claimVolume(name, claim string) corev1.Volume {
 	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}
 }
@@ -185,7 +170,7 @@ func (in Input) CronJob() *batchv1.CronJob {
 			FailedJobsHistoryLimit:     ptr.To[int32](3),
 			JobTemplate: batchv1.JobTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: Selector(c, ComponentBackup)},
-				Spec: in.jobSpec(ComponentBackup, 900, nonRoot(), corev1.Container{
+				Spec: in.jobSpec(ComponentBackup, 900, podsec.Pod(podsec.NonRootUID), corev1.Container{
 					Name: "snapshot",
 					Args: []string{"etcd", "snapshot", "--endpoint=" + endpoint(c, ns), "--certs=" + certsDir,
 						"--dir=" + backupsDir, "--keep=" + strconv.Itoa(int(keep(in.NC.Spec.Backup)))},
@@ -193,7 +178,7 @@ func (in Input) CronJob() *batchv1.CronJob {
 						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
 						Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 					},
-					SecurityContext: restricted(),
+					SecurityContext: podsec.Container(),
 					VolumeMounts: []corev1.VolumeMount{
 						{Name: "certs", MountPath: certsDir, ReadOnly: true},
 						{Name: "backups", MountPath: backupsDir},
@@ -284,7 +269,7 @@ func (in Input) RestoreJob(snapshot string, target RestoreTarget) *batchv1.Job {
 		mounts = append(mounts, corev1.VolumeMount{Name: "data", MountPath: dataDir})
 		volumes = append(volumes, claimVolume("data", target.Claim))
 	}
-	sc := restricted()
+	sc := podsec.Container()
 	sc.Capabilities.Add = []corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER"}
 	return &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
@@ -301,40 +286,23 @@ func (in Input) RestoreJob(snapshot string, target RestoreTarget) *batchv1.Job {
 	}
 }
 
-// certRenewBefore: the client certificate is made anew with less than this left.
-const certRenewBefore = 90 * 24 * time.Hour
-
 // ClientCertificate makes the backup client's certificate Secret data, signed by
 // the cluster's etcd CA (Cluster API's `<cluster>-etcd` Secret, PEM). etcd lets
 // any client its CA signed read everything, which a snapshot needs.
 func ClientCertificate(caCertPEM, caKeyPEM []byte) (map[string][]byte, error) {
-	caCert, err := certs.DecodeCertPEM(caCertPEM)
-	if err != nil || caCert == nil {
-		return nil, fmt.Errorf("failed to read the etcd CA certificate: %v", err)
-	}
-	caKey, err := certs.DecodePrivateKeyPEM(caKeyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("failed to read the etcd CA key: %w", err)
-	}
-	key, err := certs.NewPrivateKey()
+	cert, key, err := EtcdCA{Cert: caCertPEM, Key: caKeyPEM}.Sign(clientCert)
 	if err != nil {
 		return nil, err
 	}
-	cfg := certs.Config{CommonName: "knest-etcd-backup", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
-	cert, err := cfg.NewSignedCert(key, caCert, caKey)
-	if err != nil {
-		return nil, fmt.Errorf("failed to sign the etcd backup client certificate: %w", err)
-	}
-	return map[string][]byte{CACertKey: caCertPEM, ClientCertKey: certs.EncodeCertPEM(cert), ClientKeyKey: certs.EncodePrivateKeyPEM(key)}, nil
+	return map[string][]byte{CACertKey: caCertPEM, ClientCertKey: cert, ClientKeyKey: key}, nil
 }
 
+// clientCert is the backup client's certificate: for no names, as etcd checks only
+// that its CA signed it.
+var clientCert = certs.Config{CommonName: "knest-etcd-backup", Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+
 // ClientCertificateCurrent tells whether data holds a client certificate of this
-// CA with more than certRenewBefore left.
+// CA that is not to be made anew yet (EtcdCA.Current).
 func ClientCertificateCurrent(data map[string][]byte, caCertPEM []byte, now time.Time) bool {
-	caCert, err := certs.DecodeCertPEM(caCertPEM)
-	if err != nil || caCert == nil || string(data[CACertKey]) != string(caCertPEM) {
-		return false
-	}
-	c, err := certs.DecodeCertPEM(data[ClientCertKey])
-	return err == nil && c != nil && c.CheckSignatureFrom(caCert) == nil && now.Add(certRenewBefore).Before(c.NotAfter)
+	return string(data[CACertKey]) == string(caCertPEM) && EtcdCA{Cert: caCertPEM}.Current(data[ClientCertKey], clientCert, now)
 }

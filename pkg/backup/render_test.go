@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/podsec"
 )
 
 func TestSchedule(t *testing.T) {
@@ -71,4 +72,21 @@ func claims(volumes []corev1.Volume) map[string]string {
 		}
 	}
 	return out
+}
+
+// Backups run restricted as the non-root user; a restore runs as root, to write
+// etcd's data, with only the capabilities that takes.
+func TestBackupPodsRunRestricted(t *testing.T) {
+	g := NewWithT(t)
+	in := Input{NC: &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "tenants"}}, Image: "knest:test"}
+	pod := in.CronJob().Spec.JobTemplate.Spec.Template.Spec
+	g.Expect(pod.SecurityContext).To(Equal(podsec.Pod(podsec.NonRootUID)))
+	g.Expect(pod.Containers[0].SecurityContext).To(Equal(podsec.Container()))
+
+	pod = in.RestoreJob("20261127T091500Z.db", RestoreTarget{Claim: "data-demo-etcd-0", Member: Member{Name: "demo-etcd-0"}}).Spec.Template.Spec
+	g.Expect(*pod.SecurityContext.RunAsUser).To(BeZero())
+	sc := pod.Containers[0].SecurityContext
+	g.Expect(sc.Capabilities.Add).To(Equal([]corev1.Capability{"CHOWN", "DAC_OVERRIDE", "FOWNER"}))
+	g.Expect(sc.Capabilities.Drop).To(Equal([]corev1.Capability{"ALL"}))
+	g.Expect(*sc.AllowPrivilegeEscalation).To(BeFalse())
 }

@@ -7,30 +7,21 @@
 package ccm
 
 import (
-	"maps"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/hostaccess"
-	"github.com/knest-dev/knest/pkg/podsec"
 )
 
 // HealthPort serves /healthz.
 const HealthPort = 10258
-
-// KubeconfigDir is where the tenant's admin kubeconfig is mounted (file "value").
-const KubeconfigDir = "/etc/knest/tenant"
 
 // resources: requests about its use at rest on kind, a limit for a tenant with many
 // Services.
@@ -67,15 +58,11 @@ func (o *Objects) List() []client.Object {
 
 // Render returns the cloud controller manager's objects.
 func Render(in Input) *Objects {
-	name := Name(in.Cluster)
-	meta := func() metav1.ObjectMeta {
-		labels := map[string]string{"app.kubernetes.io/name": "cloud-controller-manager", "app.kubernetes.io/part-of": "knest"}
-		maps.Copy(labels, in.Labels)
-		return metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels}
-	}
+	c := hostaccess.Component{Name: Name(in.Cluster), Namespace: in.Namespace, Cluster: in.Cluster,
+		App: "cloud-controller-manager", Labels: in.Labels}
 	return &Objects{
-		Objects:    hostaccess.Render(meta(), "cloud-controller-manager", Rules()),
-		Deployment: deployment(in, meta()),
+		Objects:    c.Access("cloud-controller-manager", Rules()),
+		Deployment: deployment(in, c),
 	}
 }
 
@@ -99,52 +86,32 @@ func Rules() []rbacv1.PolicyRule {
 	}
 }
 
-func deployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
-	selector := map[string]string{"app.kubernetes.io/name": "cloud-controller-manager", knestv1.ClusterNameLabel: in.Cluster}
-	// Its own copy of the labels: the Deployment's and its pods' are not one map.
-	podMeta := metav1.ObjectMeta{Labels: maps.Clone(meta.Labels)}
-	return &appsv1.Deployment{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: meta,
-		Spec: appsv1.DeploymentSpec{
-			// One at a time, without a lease: its lease would live in the tenant.
-			Replicas: ptr.To[int32](1),
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: podMeta,
-				Spec: corev1.PodSpec{
-					ServiceAccountName: meta.Name,
-					SecurityContext:    podsec.Pod(65532),
-					Containers: []corev1.Container{{
-						Name:  "cloud-controller-manager",
-						Image: in.Image,
-						Args: []string{
-							"cloud-controller-manager",
-							"--cluster=" + in.Cluster,
-							"--namespace=" + in.Namespace,
-							"--tenant-kubeconfig=" + KubeconfigDir + "/value",
-						},
-						Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
-						LivenessProbe: &corev1.Probe{
-							ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
-							PeriodSeconds:    30,
-							FailureThreshold: 4,
-						},
-						ReadinessProbe: &corev1.Probe{
-							ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
-							PeriodSeconds: 10,
-						},
-						Resources:       *resources.DeepCopy(),
-						SecurityContext: podsec.Container(),
-						VolumeMounts:    []corev1.VolumeMount{{Name: "tenant-kubeconfig", MountPath: KubeconfigDir, ReadOnly: true}},
-					}},
-					Volumes: []corev1.Volume{{Name: "tenant-kubeconfig", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-						SecretName: in.KubeconfigSecret,
-						Items:      []corev1.KeyToPath{{Key: "value", Path: "value"}},
-					}}}},
-				},
+// deployment runs one replica at a time, without a lease: its lease would live in
+// the tenant.
+func deployment(in Input, c hostaccess.Component) *appsv1.Deployment {
+	return c.Deployment(corev1.PodSpec{
+		Containers: []corev1.Container{{
+			Name:  "cloud-controller-manager",
+			Image: in.Image,
+			Args: []string{
+				"cloud-controller-manager",
+				"--cluster=" + in.Cluster,
+				"--namespace=" + in.Namespace,
+				"--tenant-kubeconfig=" + hostaccess.KubeconfigFile,
 			},
-		},
-	}
+			Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
+			LivenessProbe: &corev1.Probe{
+				ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
+				PeriodSeconds:    30,
+				FailureThreshold: 4,
+			},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
+				PeriodSeconds: 10,
+			},
+			Resources:    *resources.DeepCopy(),
+			VolumeMounts: []corev1.VolumeMount{hostaccess.KubeconfigMount()},
+		}},
+		Volumes: []corev1.Volume{hostaccess.KubeconfigVolume(in.KubeconfigSecret)},
+	})
 }

@@ -1,6 +1,8 @@
-// Package hostaccess renders the identity a tenant's host component runs as in the
-// tenant's namespace: a ServiceAccount, a Role and a RoleBinding marked with Label.
-// The autoscaler, the cloud controller manager and the CSI controller each get one.
+// Package hostaccess renders a tenant's component on the host, in the tenant's
+// namespace: the identity it runs as (a ServiceAccount, a Role and a RoleBinding
+// marked with Label) and its one-replica Deployment, which reaches the tenant through
+// the tenant's admin kubeconfig. The autoscaler, the cloud controller manager and the
+// CSI controller are such components.
 package hostaccess
 
 import (

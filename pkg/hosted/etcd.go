@@ -4,7 +4,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/certs"
 
+	"github.com/knest-dev/knest/pkg/backup"
 	"github.com/knest-dev/knest/pkg/kubever"
 )
 
@@ -67,10 +67,6 @@ const (
 	EtcdPeerKeyKey    = "peer.key"
 )
 
-// etcdCertRenewBefore: certificates (a year, Cluster API's default) are made anew
-// when less than this is left, as kubeadm's `certs renew` advice goes.
-const etcdCertRenewBefore = 90 * 24 * time.Hour
-
 // etcdAltNames are the names a member is reached by: its pod's stable name under
 // the headless Service (every member's, for more than one), the Service, loopback.
 func etcdAltNames(cluster, ns string) certs.AltNames {
@@ -81,50 +77,47 @@ func etcdAltNames(cluster, ns string) certs.AltNames {
 	}
 }
 
+// etcdCert is one of etcd's certificates and the keys of the Secret it goes in.
+type etcdCert struct {
+	cfg             certs.Config
+	certKey, keyKey string
+}
+
+// etcdCerts are etcd's serving and peer certificates, each also a client
+// certificate, as kubeadm's are.
+func etcdCerts(cluster, ns string) []etcdCert {
+	cfg := func(cn string) certs.Config {
+		return certs.Config{CommonName: cn, AltNames: etcdAltNames(cluster, ns),
+			Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	}
+	return []etcdCert{
+		{cfg(EtcdName(cluster)), EtcdServerCertKey, EtcdServerKeyKey},
+		{cfg(EtcdName(cluster) + "-peer"), EtcdPeerCertKey, EtcdPeerKeyKey},
+	}
+}
+
 // EtcdCertificates makes the data of etcd's certificate Secret: a serving and a
-// peer certificate (each also a client certificate, as kubeadm's are), signed by
-// the cluster's etcd CA (Cluster API's `<cluster>-etcd` Secret, PEM).
+// peer certificate signed by the cluster's etcd CA (Cluster API's `<cluster>-etcd`
+// Secret, PEM).
 func EtcdCertificates(cluster, ns string, caCertPEM, caKeyPEM []byte) (map[string][]byte, error) {
-	caCert, err := certs.DecodeCertPEM(caCertPEM)
-	if err != nil || caCert == nil {
-		return nil, fmt.Errorf("failed to read the etcd CA certificate: %v", err)
-	}
-	caKey, err := certs.DecodePrivateKeyPEM(caKeyPEM)
-	if err != nil {
-		return nil, fmt.Errorf("failed to read the etcd CA key: %w", err)
-	}
+	ca := backup.EtcdCA{Cert: caCertPEM, Key: caKeyPEM}
 	data := map[string][]byte{EtcdCACertKey: caCertPEM}
-	for _, c := range []struct{ cn, certKey, keyKey string }{
-		{EtcdName(cluster), EtcdServerCertKey, EtcdServerKeyKey},
-		{EtcdName(cluster) + "-peer", EtcdPeerCertKey, EtcdPeerKeyKey},
-	} {
-		key, err := certs.NewPrivateKey()
+	for _, c := range etcdCerts(cluster, ns) {
+		cert, key, err := ca.Sign(c.cfg)
 		if err != nil {
 			return nil, err
 		}
-		cfg := certs.Config{CommonName: c.cn, AltNames: etcdAltNames(cluster, ns),
-			Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-		cert, err := cfg.NewSignedCert(key, caCert, caKey)
-		if err != nil {
-			return nil, fmt.Errorf("failed to sign etcd's %s certificate: %w", c.cn, err)
-		}
-		data[c.certKey], data[c.keyKey] = certs.EncodeCertPEM(cert), certs.EncodePrivateKeyPEM(key)
+		data[c.certKey], data[c.keyKey] = cert, key
 	}
 	return data, nil
 }
 
-// EtcdCertificatesCurrent tells whether data holds both certificates, signed by
-// this CA, for the names etcd needs, with more than etcdCertRenewBefore left.
+// EtcdCertificatesCurrent tells whether data holds both certificates of this CA,
+// for the names etcd needs, not to be made anew yet (backup.EtcdCA.Current).
 func EtcdCertificatesCurrent(data map[string][]byte, cluster, ns string, caCertPEM []byte, now time.Time) bool {
-	caCert, err := certs.DecodeCertPEM(caCertPEM)
-	if err != nil || caCert == nil {
-		return false
-	}
-	want := etcdAltNames(cluster, ns)
-	for _, k := range []string{EtcdServerCertKey, EtcdPeerCertKey} {
-		c, err := certs.DecodeCertPEM(data[k])
-		if err != nil || c == nil || c.CheckSignatureFrom(caCert) != nil || now.Add(etcdCertRenewBefore).After(c.NotAfter) ||
-			!slices.Equal(c.DNSNames, want.DNSNames) || len(c.IPAddresses) != len(want.IPs) {
+	ca := backup.EtcdCA{Cert: caCertPEM}
+	for _, c := range etcdCerts(cluster, ns) {
+		if !ca.Current(data[c.certKey], c.cfg, now) {
 			return false
 		}
 	}

@@ -148,7 +148,7 @@ func inMemory(name string) corev1.Volume {
 // Job: the distroless user of Kubernetes', etcd's and konnectivity's images. One
 // user for all, so that the keys kubeadm writes (mode 0600) in the init container
 // are readable by the servers, and by no other user.
-const nonRootUser = backup.NonRootUser
+const nonRootUser = podsec.NonRootUID
 
 // restrictedPod and restrictedContainer are the Pod Security Standards' restricted
 // profile (pkg/podsec) for nonRootUser.

@@ -7,6 +7,10 @@ import (
 	"k8s.io/utils/ptr"
 )
 
+// NonRootUID is the uid and gid knest's host containers run as: the distroless
+// images' nonroot user.
+const NonRootUID = 65532
+
 // Pod is the restricted profile's pod part for uid: no root, the runtime's
 // seccomp profile, and volumes group-owned by uid's group.
 func Pod(uid int64) *corev1.PodSecurityContext {

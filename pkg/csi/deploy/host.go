@@ -2,30 +2,23 @@ package deploy
 
 import (
 	"fmt"
-	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/csi/controller"
 	"github.com/knest-dev/knest/pkg/hostaccess"
-	"github.com/knest-dev/knest/pkg/podsec"
 )
 
 // ControllerName is the name of the host Deployment, ServiceAccount, Role and
 // RoleBinding of cluster's CSI controller.
 func ControllerName(cluster string) string { return cluster + "-csi-controller" }
-
-// ControllerUID is the user the controller's containers run as (distroless's nonroot).
-const ControllerUID = 65532
 
 // HostObjects are the driver's controller on the host, in the tenant's namespace.
 type HostObjects struct {
@@ -41,15 +34,13 @@ func (o *HostObjects) List() []client.Object {
 const controllerComponent = "knest-csi-controller"
 
 func renderHost(in Input) *HostObjects {
-	name := ControllerName(in.Cluster)
-	meta := func() metav1.ObjectMeta {
-		return metav1.ObjectMeta{Name: name, Namespace: in.Namespace, Labels: labels(controllerComponent, in.Labels)}
-	}
-	access := hostaccess.Render(meta(), "csi", ControllerRules())
+	c := hostaccess.Component{Name: ControllerName(in.Cluster), Namespace: in.Namespace, Cluster: in.Cluster,
+		App: controllerComponent, Labels: in.Labels}
+	access := c.Access("csi", ControllerRules())
 	// Only the driver's container gets a token (projected); the sidecars, which talk
 	// to the tenant, get none of the host.
 	access.ServiceAccount.AutomountServiceAccountToken = ptr.To(false)
-	return &HostObjects{Objects: access, Deployment: controllerDeployment(in, meta())}
+	return &HostObjects{Objects: access, Deployment: controllerDeployment(in, c)}
 }
 
 // ControllerRules are what pkg/csi/controller does in the tenant's namespace, with a
@@ -88,21 +79,16 @@ var (
 	}
 )
 
-// tenantKubeconfigDir is where the sidecars find the tenant's admin kubeconfig.
-const tenantKubeconfigDir = "/etc/knest/tenant"
-
 // serviceAccountDir is where client-go's in-cluster config reads the token.
 const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-func controllerDeployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
-	selector := map[string]string{"app.kubernetes.io/name": controllerComponent, knestv1.ClusterNameLabel: in.Cluster}
-	// Its own copy of the labels: the Deployment's and its pods' are not one map.
-	podMeta := metav1.ObjectMeta{Labels: maps.Clone(meta.Labels)}
-	maps.Copy(podMeta.Labels, selector)
+// controllerDeployment runs one replica at a time: the sidecars run without leader
+// election (its lease would live in the tenant).
+func controllerDeployment(in Input, c hostaccess.Component) *appsv1.Deployment {
 	socket := corev1.VolumeMount{Name: "socket-dir", MountPath: socketDir}
-	tenant := corev1.VolumeMount{Name: "tenant-kubeconfig", MountPath: tenantKubeconfigDir, ReadOnly: true}
+	tenant := hostaccess.KubeconfigMount()
 	address := "--csi-address=" + socketDir + "/csi.sock"
-	kubeconfig := "--kubeconfig=" + tenantKubeconfigDir + "/value"
+	kubeconfig := "--kubeconfig=" + hostaccess.KubeconfigFile
 	sidecar := func(name, image string, args ...string) corev1.Container {
 		return corev1.Container{
 			Name:  name,
@@ -110,68 +96,47 @@ func controllerDeployment(in Input, meta metav1.ObjectMeta) *appsv1.Deployment {
 			// A failed call is retried at least every 30 s, not up to 5 minutes: an
 			// attach waits for a new node's plugin to register, or for a hot-plug,
 			// that is done within seconds of the failure.
-			Args:            append([]string{address, kubeconfig, "--leader-election=false", "--retry-interval-max=30s", "--v=2"}, args...),
-			Resources:       *sidecarResources.DeepCopy(),
-			SecurityContext: podsec.Container(),
-			VolumeMounts:    []corev1.VolumeMount{socket, tenant},
+			Args:         append([]string{address, kubeconfig, "--leader-election=false", "--retry-interval-max=30s", "--v=2"}, args...),
+			Resources:    *sidecarResources.DeepCopy(),
+			VolumeMounts: []corev1.VolumeMount{socket, tenant},
 		}
 	}
-	return &appsv1.Deployment{
-		TypeMeta:   typeMeta("apps/v1", "Deployment"),
-		ObjectMeta: meta,
-		Spec: appsv1.DeploymentSpec{
-			// One at a time: the sidecars run without leader election (its lease
-			// would live in the tenant).
-			Replicas: ptr.To[int32](1),
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: podMeta,
-				Spec: corev1.PodSpec{
-					ServiceAccountName:           meta.Name,
-					AutomountServiceAccountToken: ptr.To(false),
-					SecurityContext:              podsec.Pod(ControllerUID),
-					Containers: []corev1.Container{
-						{
-							Name:  "knest-csi",
-							Image: in.Images.Driver,
-							Args: []string{
-								"controller",
-								"--namespace=" + in.Namespace,
-								"--cluster=" + in.Cluster,
-								"--endpoint=unix://" + socketDir + "/csi.sock",
-								"--health-address=" + healthAddress(),
-								// Its prep pods run this image's prepare-disk.
-								"--prep-image=" + in.Images.Driver,
-								// Removes the startup taint of a node whose plugin registered.
-								"--tenant-kubeconfig=" + tenantKubeconfigDir + "/value",
-							},
-							Ports:           []corev1.ContainerPort{{Name: "healthz", ContainerPort: healthPort, Protocol: corev1.ProtocolTCP}},
-							LivenessProbe:   livenessProbe(),
-							Resources:       *driverResources.DeepCopy(),
-							SecurityContext: podsec.Container(),
-							VolumeMounts: []corev1.VolumeMount{socket, tenant,
-								{Name: "host-token", MountPath: serviceAccountDir, ReadOnly: true}},
-						},
-						// Creates and deletes volumes for the tenant's claims. Without
-						// topology: a volume can be hot-plugged into any node's VM.
-						sidecar("csi-provisioner", in.Images.Provisioner, "--default-fstype=ext4"),
-						// Publishes volumes to nodes (VolumeAttachments); the driver
-						// answers Unavailable while KubeVirt hot-plugs and is called again.
-						sidecar("csi-attacher", in.Images.Attacher),
-					},
-					Volumes: []corev1.Volume{
-						{Name: "socket-dir", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-						{Name: "tenant-kubeconfig", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-							SecretName: in.KubeconfigSecret,
-							Items:      []corev1.KeyToPath{{Key: "value", Path: "value"}},
-						}}},
-						hostTokenVolume(),
-					},
+	return c.Deployment(corev1.PodSpec{
+		AutomountServiceAccountToken: ptr.To(false),
+		Containers: []corev1.Container{
+			{
+				Name:  "knest-csi",
+				Image: in.Images.Driver,
+				Args: []string{
+					"controller",
+					"--namespace=" + in.Namespace,
+					"--cluster=" + in.Cluster,
+					"--endpoint=unix://" + socketDir + "/csi.sock",
+					"--health-address=" + healthAddress(),
+					// Its prep pods run this image's prepare-disk.
+					"--prep-image=" + in.Images.Driver,
+					// Removes the startup taint of a node whose plugin registered.
+					"--tenant-kubeconfig=" + hostaccess.KubeconfigFile,
 				},
+				Ports:         []corev1.ContainerPort{{Name: "healthz", ContainerPort: healthPort, Protocol: corev1.ProtocolTCP}},
+				LivenessProbe: livenessProbe(),
+				Resources:     *driverResources.DeepCopy(),
+				VolumeMounts: []corev1.VolumeMount{socket, tenant,
+					{Name: "host-token", MountPath: serviceAccountDir, ReadOnly: true}},
 			},
+			// Creates and deletes volumes for the tenant's claims. Without
+			// topology: a volume can be hot-plugged into any node's VM.
+			sidecar("csi-provisioner", in.Images.Provisioner, "--default-fstype=ext4"),
+			// Publishes volumes to nodes (VolumeAttachments); the driver
+			// answers Unavailable while KubeVirt hot-plugs and is called again.
+			sidecar("csi-attacher", in.Images.Attacher),
 		},
-	}
+		Volumes: []corev1.Volume{
+			{Name: "socket-dir", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			hostaccess.KubeconfigVolume(in.KubeconfigSecret),
+			hostTokenVolume(),
+		},
+	})
 }
 
 // hostTokenVolume is what the service account admission would mount in every
