@@ -130,7 +130,8 @@ func (i *Identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabili
 func (i *Identity) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	if i.Ready != nil {
 		if err := i.Ready(ctx); err != nil {
-			return &csi.ProbeResponse{Ready: wrapperspb.Bool(false)}, nil
+			// The CSI spec's answer for a plugin that runs but is not ready yet.
+			return &csi.ProbeResponse{Ready: wrapperspb.Bool(false)}, nil //nolint:nilerr // not ready is a result, not a failure
 		}
 	}
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil

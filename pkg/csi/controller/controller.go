@@ -236,7 +236,18 @@ func (s *Server) ControllerPublishVolume(ctx context.Context, req *csi.Controlle
 		return nil, err
 	}
 	if to := pvc.Annotations[AttachedToAnnotation]; to != "" && to != node {
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is published to node %s", id, to)
+		// A VM whose guest has stopped uses no disk: its record is released here, so
+		// a VM that KubeVirt cannot clean up does not hold the volume forever.
+		stopped, err := s.stopped(ctx, to)
+		if err != nil {
+			return nil, err
+		}
+		if !stopped {
+			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is published to node %s", id, to)
+		}
+		if err := s.unpublish(ctx, pvc, to); err != nil {
+			return nil, err
+		}
 	}
 	if pvc.Annotations[AttachedToAnnotation] == "" {
 		// Claimed before the hot-plug, with optimistic locking: of two calls for two
@@ -290,35 +301,103 @@ func (s *Server) ControllerUnpublishVolume(ctx context.Context, req *csi.Control
 	if node == "" {
 		return &csi.ControllerUnpublishVolumeResponse{}, nil
 	}
+	if err := s.unpublish(ctx, pvc, node); err != nil {
+		return nil, err
+	}
+	return &csi.ControllerUnpublishVolumeResponse{}, nil
+}
+
+// unpublish unplugs volume pvc from VM node and clears its mark. From a VM whose
+// guest has stopped (stopped) it does not wait for the instance, which may never
+// act again (a Failed instance KubeVirt cannot delete after its host node restarted
+// or was lost): it waits only until the VM's spec no longer has the volume, so a
+// restart does not plug it back, and not even that when the VM is being deleted.
+func (s *Server) unpublish(ctx context.Context, pvc *corev1.PersistentVolumeClaim, node string) error {
+	id := pvc.Name
 	vm, err := s.vm(ctx, node)
 	switch {
 	case status.Code(err) == codes.NotFound:
 		// The VM is gone, and the disk with it.
 	case err != nil:
-		return nil, err
+		return err
 	default:
+		stopped, err := s.stopped(ctx, node)
+		if err != nil {
+			return err
+		}
+		deleting := vm.DeletionTimestamp != nil
 		if hasVolume(vm, id) {
-			if err := s.cfg.VMs.RemoveVolume(ctx, s.cfg.Namespace, node, &kubevirtv1.RemoveVolumeOptions{Name: id}); err != nil && !apierrors.IsNotFound(err) {
+			// A stopped VM being deleted never starts again: whether virt-api takes
+			// the unplug does not matter.
+			if err := s.cfg.VMs.RemoveVolume(ctx, s.cfg.Namespace, node, &kubevirtv1.RemoveVolumeOptions{Name: id}); err != nil && !apierrors.IsNotFound(err) && (!stopped || !deleting) {
 				if vm, getErr := s.vm(ctx, node); getErr == nil && hasVolume(vm, id) || getErr != nil && status.Code(getErr) != codes.NotFound {
-					return nil, status.Errorf(codes.Internal, "failed to unplug volume %s from VM %s/%s: %v", id, s.cfg.Namespace, node, err)
+					return status.Errorf(codes.Internal, "failed to unplug volume %s from VM %s/%s: %v", id, s.cfg.Namespace, node, err)
 				}
 			}
-			ctrl.LoggerFrom(ctx).Info("Unplugging volume", "pvc", id, "vm", node)
+			ctrl.LoggerFrom(ctx).Info("Unplugging volume", "pvc", id, "vm", node, "stopped", stopped)
 		}
-		if err := s.waitHotplug(ctx, node, id, false); err != nil {
-			return nil, err
+		switch {
+		case stopped && deleting:
+		case stopped:
+			if err := s.waitSpec(ctx, node, id); err != nil {
+				return err
+			}
+		default:
+			if err := s.waitHotplug(ctx, node, id, false); err != nil {
+				return err
+			}
 		}
 	}
 	if pvc.Annotations[AttachedToAnnotation] == node {
 		delete(pvc.Annotations, AttachedToAnnotation)
 		if err := s.cfg.Client.Update(ctx, pvc); err != nil {
 			if apierrors.IsConflict(err) {
-				return nil, status.Errorf(codes.Aborted, "volume %s changed while unpublishing it", id)
+				return status.Errorf(codes.Aborted, "volume %s changed while unpublishing it", id)
 			}
-			return nil, status.Errorf(codes.Internal, "failed to mark volume %s as unpublished: %v", id, err)
+			return status.Errorf(codes.Internal, "failed to mark volume %s as unpublished: %v", id, err)
 		}
 	}
-	return &csi.ControllerUnpublishVolumeResponse{}, nil
+	return nil
+}
+
+// stopped reports whether VM node runs no guest that could use a disk: it has no
+// instance, or one whose qemu has ended (Failed or Succeeded, phases KubeVirt never
+// leaves).
+func (s *Server) stopped(ctx context.Context, node string) (bool, error) {
+	vmi, err := s.cfg.VMs.GetInstance(ctx, s.cfg.Namespace, node)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, status.Errorf(codes.Internal, "failed to get VM instance %s/%s: %v", s.cfg.Namespace, node, err)
+	}
+	return vmi.IsFinal(), nil
+}
+
+// waitSpec waits up to HotplugWait until VM node no longer has the volume id in its
+// spec nor in a pending request.
+func (s *Server) waitSpec(ctx context.Context, node, id string) error {
+	deadline := time.Now().Add(s.cfg.HotplugWait)
+	for {
+		vm, err := s.vm(ctx, node)
+		if status.Code(err) == codes.NotFound {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !hasVolume(vm, id) {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return status.Errorf(codes.Unavailable, "unplug of volume %s from stopped VM %s/%s is in progress", id, s.cfg.Namespace, node)
+		}
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-time.After(hotplugPoll):
+		}
+	}
 }
 
 // waitHotplug waits up to HotplugWait until the running instance of VM node has

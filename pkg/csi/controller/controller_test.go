@@ -2,7 +2,9 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	. "github.com/onsi/gomega"
@@ -312,6 +314,64 @@ func TestVMReplaced(t *testing.T) {
 	vm, err := vms.Get(ctx, ns, "node-2")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(vm.Spec.Template.Spec.Volumes).To(HaveLen(1))
+}
+
+// TestStoppedVMReleasesVolume: a volume published to a VM whose guest has stopped
+// (an instance left Failed after its host node restarted or was lost, which KubeVirt
+// neither restarts nor deletes) moves to another node, unpublished or not first, and
+// the stopped VM keeps no claim on it.
+func TestStoppedVMReleasesVolume(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t, g)
+	vms := &controller.FakeVMs{}
+	for _, n := range []string{"node-1", "node-2", "node-3"} {
+		vms.Add(nodeVM(ns, n, "tenant-a"), true)
+	}
+	s := newServer(t, g, ns, "tenant-a", vms)
+	rsp, err := s.CreateVolume(ctx, createReq("pvc-1", 0, nil))
+	g.Expect(err).NotTo(HaveOccurred())
+	id := rsp.GetVolume().GetVolumeId()
+	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-1"))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// The tenant unpublishes from the stopped VM: its Failed instance still lists
+	// the volume, which no unplug will change.
+	vms.Fail(ns, "node-1")
+	_, err = s.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: "node-1"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(getPVC(g, ns, id).Annotations).NotTo(HaveKey(controller.AttachedToAnnotation))
+	vm, err := vms.Get(ctx, ns, "node-1")
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(vm.Spec.Template.Spec.Volumes).To(BeEmpty(), "a restart must not plug it back")
+
+	// Published straight to a new node while still marked on a stopped one, whose
+	// deletion KubeVirt cannot finish and whose unplug virt-api refuses.
+	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-2"))
+	g.Expect(err).NotTo(HaveOccurred())
+	deleting := nodeVM(ns, "node-2", "tenant-a")
+	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	deleting.Finalizers = []string{"kubevirt.io/virtualMachineControllerFinalize"}
+	vm, err = vms.Get(ctx, ns, "node-2")
+	g.Expect(err).NotTo(HaveOccurred())
+	deleting.Spec = vm.Spec
+	vms.Add(deleting, true)
+	vms.Fail(ns, "node-2")
+	s = newServer(t, g, ns, "tenant-a", refusingVMs{vms})
+	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-3"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(getPVC(g, ns, id).Annotations).To(HaveKeyWithValue(controller.AttachedToAnnotation, "node-3"))
+
+	// A running guest keeps it: no second node while it may be writing.
+	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-1"))
+	g.Expect(status.Code(err)).To(Equal(codes.FailedPrecondition))
+}
+
+// refusingVMs refuses every unplug.
+type refusingVMs struct{ *controller.FakeVMs }
+
+func (refusingVMs) RemoveVolume(context.Context, string, string, *kubevirtv1.RemoveVolumeOptions) error {
+	return apierrors.NewConflict(kubevirtv1.Resource("virtualmachines"), "", errors.New("the VM is being deleted"))
 }
 
 func TestExpandVolume(t *testing.T) {

@@ -30,6 +30,7 @@ type FakeVMs struct {
 	mu      sync.Mutex
 	vms     map[string]*kubevirtv1.VirtualMachine
 	running map[string]bool
+	failed  map[string]bool
 	phases  map[string]map[string]kubevirtv1.VolumePhase
 }
 
@@ -42,14 +43,23 @@ func (f *FakeVMs) Add(vm *kubevirtv1.VirtualMachine, running bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.vms == nil {
-		f.vms, f.running, f.phases = map[string]*kubevirtv1.VirtualMachine{}, map[string]bool{}, map[string]map[string]kubevirtv1.VolumePhase{}
+		f.vms, f.running, f.failed, f.phases = map[string]*kubevirtv1.VirtualMachine{}, map[string]bool{}, map[string]bool{}, map[string]map[string]kubevirtv1.VolumePhase{}
 	}
 	k := fakeKey(vm.Namespace, vm.Name)
 	vm = vm.DeepCopy()
 	if vm.Spec.Template == nil {
 		vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{}
 	}
-	f.vms[k], f.running[k], f.phases[k] = vm, running, map[string]kubevirtv1.VolumePhase{}
+	f.vms[k], f.running[k], f.failed[k], f.phases[k] = vm, running, false, map[string]kubevirtv1.VolumePhase{}
+}
+
+// Fail ends the guest of the running VM namespace/name the way a lost or restarted
+// host node does: its instance stays, Failed, with its volumes still listed, and
+// nothing acts on it any more (an unplug changes the VM's spec only).
+func (f *FakeVMs) Fail(namespace, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failed[fakeKey(namespace, name)] = true
 }
 
 // Delete makes the VM namespace/name (and its instance) vanish.
@@ -98,6 +108,10 @@ func (f *FakeVMs) GetInstance(_ context.Context, namespace, name string) (*kubev
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	vmi.Namespace, vmi.Name = namespace, name
 	vmi.Status.NodeName = f.HostNode
+	vmi.Status.Phase = kubevirtv1.Running
+	if f.failed[k] {
+		vmi.Status.Phase = kubevirtv1.Failed
+	}
 	for v, p := range f.phases[k] {
 		vmi.Status.VolumeStatus = append(vmi.Status.VolumeStatus, kubevirtv1.VolumeStatus{Name: v, Phase: p})
 	}
@@ -123,7 +137,7 @@ func (f *FakeVMs) AddVolume(_ context.Context, namespace, name string, opts *kub
 	spec.Volumes = append(spec.Volumes, kubevirtv1.Volume{Name: opts.Name, VolumeSource: kubevirtv1.VolumeSource{
 		PersistentVolumeClaim: opts.VolumeSource.PersistentVolumeClaim,
 	}})
-	if f.running[k] {
+	if f.running[k] && !f.failed[k] {
 		f.phases[k][opts.Name] = kubevirtv1.VolumeReady
 		if f.InProgress {
 			f.phases[k][opts.Name] = kubevirtv1.VolumePending
@@ -154,11 +168,13 @@ func (f *FakeVMs) RemoveVolume(_ context.Context, namespace, name string, opts *
 		return apierrors.NewBadRequest("Unable to remove volume [" + opts.Name + "] because it does not exist")
 	}
 	spec.Domain.Devices.Disks = slices.DeleteFunc(spec.Domain.Devices.Disks, func(d kubevirtv1.Disk) bool { return d.Name == opts.Name })
-	if f.InProgress {
+	switch {
+	case f.failed[k]:
+	case f.InProgress:
 		if _, ok := f.phases[k][opts.Name]; ok {
 			f.phases[k][opts.Name] = kubevirtv1.HotplugVolumeDetaching
 		}
-	} else {
+	default:
 		delete(f.phases[k], opts.Name)
 	}
 	f.Removes++
