@@ -41,6 +41,7 @@ import (
 	"github.com/knest-dev/knest/internal/controller/etcddisk"
 	"github.com/knest-dev/knest/internal/controller/hostedcontrolplane"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
+	"github.com/knest-dev/knest/internal/tenant"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
 
@@ -166,7 +167,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Recorder:  mgr.GetEventRecorderFor("knest"),
 		Render:    opts.Render,
 		Self:      self,
-		Tenants:   &nestedcluster.KubeconfigTenantReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second, Every: 30 * time.Second},
+		Tenants:   &tenant.KubeconfigReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second, Every: 30 * time.Second},
 		// Often enough that a control plane that came back blank is reported
 		// before anyone acts on it; one GET of kube-system per cluster.
 		TenantCheckInterval: time.Minute,
@@ -194,7 +195,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	if err := (&etcdbackup.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Image: opts.ToolImage,
 		// Asked every 10 s while a restore waits for the tenant's API.
-		Tenants: &nestedcluster.KubeconfigTenantReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second, Every: 5 * time.Second},
+		Tenants: &tenant.KubeconfigReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second, Every: 5 * time.Second},
 	}).SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: max(opts.Concurrency, 1),
 		SkipNameValidation:      ptr.To(true),

@@ -30,7 +30,7 @@ import (
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/apply"
-	"github.com/knest-dev/knest/internal/controller/nestedcluster"
+	"github.com/knest-dev/knest/internal/tenant"
 	"github.com/knest-dev/knest/pkg/backup"
 )
 
@@ -54,7 +54,7 @@ type Reconciler struct {
 	Image string
 	// Tenants reads the tenant's identity: a restore is done when its API answers
 	// as the same cluster.
-	Tenants nestedcluster.TenantReader
+	Tenants tenant.Reader
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -69,7 +69,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 		Owns(&batchv1.CronJob{}).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(jobToCluster)).
 		WithOptions(options)
-	return nestedcluster.WatchTenantNamespaces(b, r.Client).Complete(r)
+	return tenant.WatchNamespaces(b, r.Client).Complete(r)
 }
 
 // jobToCluster maps a backup or restore Job to its NestedCluster (whose name
@@ -100,7 +100,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, nil
 	}
 	// Outside tenant namespaces knest may not act; the NestedCluster controller says so.
-	if err := nestedcluster.TenantNamespace(ctx, r.Client, nc.Namespace); err != nil {
+	if err := tenant.CheckNamespace(ctx, r.Client, nc.Namespace); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(ignoreNotEnabled(err))
 	}
 	helper, err := patch.NewHelper(nc, r.Client)
@@ -255,7 +255,7 @@ func truncate(s string, n int) string {
 }
 
 func ignoreNotEnabled(err error) error {
-	if errors.As(err, new(*nestedcluster.NamespaceNotEnabledError)) {
+	if errors.As(err, new(*tenant.NamespaceNotEnabledError)) {
 		return nil
 	}
 	return err

@@ -4,19 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/tenant"
 	"github.com/knest-dev/knest/pkg/hostaccess"
 )
 
@@ -41,14 +36,6 @@ const (
 	AccessBindingLabel = hostaccess.Label
 )
 
-// NamespaceNotEnabledError is a NestedCluster in a namespace that is not labelled
-// knest.dev/tenants=true: knest creates nothing there.
-type NamespaceNotEnabledError struct{ Namespace string }
-
-func (e *NamespaceNotEnabledError) Error() string {
-	return knestv1.NamespaceNotEnabledMessage(e.Namespace)
-}
-
 // SubjectFor is the RBAC subject of an authenticated user name: a ServiceAccount
 // for system:serviceaccount:NAMESPACE:NAME, a User otherwise.
 func SubjectFor(username string) rbacv1.Subject {
@@ -61,7 +48,7 @@ func SubjectFor(username string) rbacv1.Subject {
 // ensureAccess checks that ns is a tenant namespace and binds knest-tenant there to
 // the controller's own identity (r.Self). It writes only when the binding differs.
 func (r *Reconciler) ensureAccess(ctx context.Context, ns string) error {
-	if err := TenantNamespace(ctx, r.Client, ns); err != nil {
+	if err := tenant.CheckNamespace(ctx, r.Client, ns); err != nil {
 		return err
 	}
 	desired := &rbacv1.RoleBinding{
@@ -83,33 +70,4 @@ func (r *Reconciler) ensureAccess(ctx context.Context, ns string) error {
 		return fmt.Errorf("failed to bind ClusterRole %s in namespace %s: %w", TenantRole, ns, err)
 	}
 	return nil
-}
-
-// TenantNamespace returns a NamespaceNotEnabledError unless namespace ns is
-// labelled knest.dev/tenants=true.
-func TenantNamespace(ctx context.Context, c client.Reader, ns string) error {
-	n := &corev1.Namespace{}
-	if err := c.Get(ctx, client.ObjectKey{Name: ns}, n); err != nil {
-		return err
-	}
-	if n.Labels[knestv1.TenantNamespaceLabel] != "true" {
-		return &NamespaceNotEnabledError{Namespace: ns}
-	}
-	return nil
-}
-
-// WatchTenantNamespaces makes a controller of NestedClusters reconcile those of a
-// namespace whose labels change, so that enabling a namespace resumes them.
-func WatchTenantNamespaces(b *builder.Builder, c client.Reader) *builder.Builder {
-	return b.Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
-		list := &knestv1.NestedClusterList{}
-		if err := c.List(ctx, list, client.InNamespace(obj.GetName())); err != nil {
-			return nil
-		}
-		reqs := make([]reconcile.Request, 0, len(list.Items))
-		for i := range list.Items {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
-		return reqs
-	}), builder.WithPredicates(predicate.LabelChangedPredicate{}))
 }

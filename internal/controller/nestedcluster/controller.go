@@ -6,6 +6,7 @@ package nestedcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/tenant"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
 
@@ -70,7 +72,7 @@ type Reconciler struct {
 	Render cluster.Options
 	// Tenants reads a tenant's identity through its API, so that a control plane
 	// that came back blank is reported; nil reads nothing.
-	Tenants TenantReader
+	Tenants tenant.Reader
 	// Self is the controller's own identity, to which it binds ClusterRole
 	// knest-tenant in each tenant namespace (see access.go).
 	Self rbacv1.Subject
@@ -100,7 +102,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&appsv1.Deployment{}). // the autoscaler's, for condition AutoscalerReady
 		WithOptions(options)
-	return WatchTenantNamespaces(b, r.Client).Complete(r)
+	return tenant.WatchNamespaces(b, r.Client).Complete(r)
 }
 
 // scope is what one reconcile read and decided.
@@ -121,8 +123,6 @@ type scope struct {
 	// csiController is the tenant's CSI driver's controller Deployment; nil when
 	// storage is turned off.
 	csiController *appsv1.Deployment
-	// applyErr is the first failure to bring the graph in line with the spec.
-	applyErr error
 	// heldVersion is the version still rolling out while spec.version asks for
 	// another (see heldVersion); empty when none is held.
 	heldVersion string
@@ -154,16 +154,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	s := &scope{nc: nc}
 	previous := nc.Status.Phase
 	defer func() {
-		summarize(nc, s)
+		applyErr := applyError(nc, reterr)
+		summarize(nc, s, applyErr)
 		r.recordPhase(nc, previous)
-		recordMetrics(nc, previous, s)
-		if s.applyErr != nil && r.Recorder != nil {
-			r.Recorder.Event(nc, corev1.EventTypeWarning, knestv1.ApplyFailedReason, s.applyErr.Error())
+		recordMetrics(nc, previous, s, applyErr)
+		if applyErr != nil && r.Recorder != nil {
+			r.Recorder.Event(nc, corev1.EventTypeWarning, knestv1.ApplyFailedReason, applyErr.Error())
 		}
 		opts := []patch.Option{patch.WithOwnedConditions{Conditions: ownedConditions}}
 		// Failed is a verdict on this generation: waits end on it, so it is observed.
-		if reterr == nil && s.applyErr == nil || nc.Status.Phase == knestv1.PhaseFailed {
+		if reterr == nil || nc.Status.Phase == knestv1.PhaseFailed {
 			opts = append(opts, patch.WithStatusObservedGeneration{})
+		}
+		// Reported, not retried: the namespace watch brings it back once labelled.
+		if errors.As(reterr, new(*tenant.NamespaceNotEnabledError)) {
+			reterr = nil
 		}
 		if err := helper.Patch(ctx, nc, opts...); err != nil && !(apierrors.IsNotFound(err) && !nc.DeletionTimestamp.IsZero()) {
 			reterr = kerrors.NewAggregate([]error{reterr, fmt.Errorf("failed to patch NestedCluster status: %w", err)})
@@ -181,6 +186,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{RequeueAfter: r.TenantCheckInterval}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// applyError is what of a reconcile's error status reports as a failure to bring
+// the graph in line with the spec: nothing on the delete path, which reports the
+// deletion instead, nor a failure to read back what Cluster API reports.
+func applyError(nc *knestv1.NestedCluster, err error) error {
+	if !nc.DeletionTimestamp.IsZero() || errors.As(err, new(*observeError)) {
+		return nil
+	}
+	return err
 }
 
 func (r *Reconciler) recordPhase(nc *knestv1.NestedCluster, previous knestv1.Phase) {

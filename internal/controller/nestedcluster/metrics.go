@@ -40,14 +40,14 @@ var phases = struct {
 }{byCluster: map[types.NamespacedName]knestv1.Phase{}}
 
 // recordMetrics updates the metrics after a reconcile of nc.
-func recordMetrics(nc *knestv1.NestedCluster, previous knestv1.Phase, s *scope) {
+func recordMetrics(nc *knestv1.NestedCluster, previous knestv1.Phase, s *scope, applyErr error) {
 	setPhase(types.NamespacedName{Namespace: nc.Namespace, Name: nc.Name}, nc.Status.Phase)
 	if nc.Status.Phase == knestv1.PhaseRunning && previous == knestv1.PhaseProvisioning {
 		timeToReady.Observe(time.Since(nc.CreationTimestamp.Time).Seconds())
 	}
-	if s.applyErr != nil {
+	if applyErr != nil {
 		terminal := "false"
-		if failed(s) {
+		if failed(s, applyErr) {
 			terminal = "true"
 		}
 		applyErrors.WithLabelValues(terminal).Inc()

@@ -2,7 +2,6 @@ package nestedcluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -28,20 +27,42 @@ import (
 )
 
 // reconcileNormal renders the graph, applies it, prunes what the spec no longer
-// asks for and reads back what Cluster API reports.
+// asks for and reads back what Cluster API reports. What a phase returns is what
+// status reports as the failure to apply (see applyError).
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
-	log := ctrl.LoggerFrom(ctx)
-	if err := r.ensureAccess(ctx, s.nc.Namespace); err != nil {
-		s.applyErr = err
-		if errors.As(err, new(*NamespaceNotEnabledError)) {
-			return nil // the namespace watch brings it back once labelled
+	for _, phase := range []func(context.Context, *scope) error{
+		r.reconcileAccess,
+		r.reconcileGraph,
+		r.reconcileStale,
+	} {
+		if err := phase(ctx, s); err != nil {
+			return err
 		}
-		return err
 	}
+	if err := r.observe(ctx, s); err != nil {
+		return &observeError{err}
+	}
+	return nil
+}
+
+// observeError is a failure to read back what Cluster API reports: the graph was
+// applied, so status does not report it as an apply failure.
+type observeError struct{ error }
+
+func (e *observeError) Unwrap() error { return e.error }
+
+// reconcileAccess checks the namespace and binds the controller's role there.
+func (r *Reconciler) reconcileAccess(ctx context.Context, s *scope) error {
+	return r.ensureAccess(ctx, s.nc.Namespace)
+}
+
+// reconcileGraph renders the graph (at the version still rolling out, if one is
+// held) and applies it; paused, only the pause itself.
+func (r *Reconciler) reconcileGraph(ctx context.Context, s *scope) error {
+	log := ctrl.LoggerFrom(ctx)
 	desired := s.nc
 	held, err := r.heldVersion(ctx, s.nc)
 	if err != nil {
-		s.applyErr = err
 		return err
 	}
 	if held != "" {
@@ -52,7 +73,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	}
 	graph, err := cluster.Render(desired, r.Render)
 	if err != nil {
-		s.applyErr = err
 		return err
 	}
 	s.graph = graph
@@ -66,7 +86,6 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 	for _, obj := range objs {
 		wrote, err := r.applier().Apply(ctx, s.nc, obj)
 		if err != nil {
-			s.applyErr = err
 			return err
 		}
 		if wrote {
@@ -74,25 +93,24 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) error {
 		}
 	}
 	if s.nc.Spec.ControlPlane.IsHosted() && !s.nc.Spec.Paused {
-		if err := r.markInfrastructureReady(ctx, graph.KubevirtCluster); err != nil {
-			s.applyErr = err
-			return err
-		}
+		return r.markInfrastructureReady(ctx, graph.KubevirtCluster)
 	}
-	if !s.nc.Spec.Paused {
-		if err := r.prune(ctx, s); err != nil {
-			s.applyErr = err
-			return err
-		}
-		if graph.CloudControllerManager == nil {
-			// Turned off: the host load balancers it made go too.
-			if err := r.deleteLoadBalancers(ctx, s.nc); err != nil {
-				s.applyErr = err
-				return err
-			}
-		}
+	return nil
+}
+
+// reconcileStale deletes what the spec no longer asks for, unless paused.
+func (r *Reconciler) reconcileStale(ctx context.Context, s *scope) error {
+	if s.nc.Spec.Paused {
+		return nil
 	}
-	return r.observe(ctx, s)
+	if err := r.prune(ctx, s); err != nil {
+		return err
+	}
+	if s.graph.CloudControllerManager == nil {
+		// Turned off: the host load balancers it made go too.
+		return r.deleteLoadBalancers(ctx, s.nc)
+	}
+	return nil
 }
 
 // markInfrastructureReady says, for CAPK, that the externally managed

@@ -16,6 +16,7 @@ import (
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/apply"
+	"github.com/knest-dev/knest/internal/tenant"
 	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/kubever"
 )
@@ -36,8 +37,9 @@ var ownedConditions = []string{
 	knestv1.StorageReadyCondition,
 }
 
-// summarize computes the NestedCluster's status from what one reconcile observed.
-func summarize(nc *knestv1.NestedCluster, s *scope) {
+// summarize computes the NestedCluster's status from what one reconcile observed
+// and the error it failed to apply the graph with (nil when it did not).
+func summarize(nc *knestv1.NestedCluster, s *scope, applyErr error) {
 	st := &nc.Status
 	cp := s.controlPlane
 	initialized := cp != nil && cp.initialized
@@ -81,7 +83,7 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 		st.KubeconfigSecretName = cluster.KubeconfigSecretName(nc.Name)
 	}
 
-	setTopologyReconciledCondition(nc, s)
+	setTopologyReconciledCondition(nc, s, applyErr)
 	setInfrastructureReadyCondition(nc, s.cluster)
 	setControlPlaneReadyCondition(nc, s)
 	setWorkersReadyCondition(nc, s)
@@ -92,7 +94,7 @@ func summarize(nc *knestv1.NestedCluster, s *scope) {
 	setLoadBalancerReadyCondition(nc, s)
 	setStorageReadyCondition(nc, s)
 	setReadyCondition(nc)
-	st.Phase = phase(nc, s, initialized)
+	st.Phase = phase(nc, s, initialized, applyErr)
 }
 
 func endpoint(c *clusterv1.Cluster) string {
@@ -103,7 +105,7 @@ func endpoint(c *clusterv1.Cluster) string {
 	return "https://" + net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port)))
 }
 
-func setTopologyReconciledCondition(nc *knestv1.NestedCluster, s *scope) {
+func setTopologyReconciledCondition(nc *knestv1.NestedCluster, s *scope, applyErr error) {
 	c := metav1.Condition{Type: knestv1.TopologyReconciledCondition, Status: metav1.ConditionTrue, Reason: knestv1.ReconciledReason}
 	switch {
 	case !nc.DeletionTimestamp.IsZero():
@@ -112,10 +114,10 @@ func setTopologyReconciledCondition(nc *knestv1.NestedCluster, s *scope) {
 		if d := clusterCondition(s.cluster, clusterv1.ClusterDeletingCondition); d != nil && d.Status == metav1.ConditionTrue && d.Message != "" {
 			c.Message += "; Cluster API: " + d.Message
 		}
-	case errors.As(s.applyErr, new(*NamespaceNotEnabledError)):
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.NamespaceNotEnabledReason, s.applyErr.Error()
-	case s.applyErr != nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.ApplyFailedReason, s.applyErr.Error()
+	case errors.As(applyErr, new(*tenant.NamespaceNotEnabledError)):
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.NamespaceNotEnabledReason, applyErr.Error()
+	case applyErr != nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.ApplyFailedReason, applyErr.Error()
 	case nc.Spec.Paused:
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, knestv1.PausedReason, "spec.paused is true: knest and Cluster API leave the cluster as it is"
 	case s.heldVersion != "":
@@ -368,11 +370,11 @@ func setReadyCondition(nc *knestv1.NestedCluster) {
 
 // phase picks the one-word summary. Provisioning lasts until the cluster was
 // ready once; later shortfalls are Scaling, version or template rollouts Upgrading.
-func phase(nc *knestv1.NestedCluster, s *scope, initialized bool) knestv1.Phase {
+func phase(nc *knestv1.NestedCluster, s *scope, initialized bool, applyErr error) knestv1.Phase {
 	switch {
 	case !nc.DeletionTimestamp.IsZero():
 		return knestv1.PhaseDeleting
-	case failed(s) || s.stateLost():
+	case failed(s, applyErr) || s.stateLost():
 		return knestv1.PhaseFailed
 	case nc.Spec.Paused:
 		return knestv1.PhasePaused
@@ -394,9 +396,9 @@ func phase(nc *knestv1.NestedCluster, s *scope, initialized bool) knestv1.Phase 
 // failed tells an apply error that retrying will not fix: the API server refused
 // what knest rendered, the spec could not be rendered, or an object in the way is
 // someone else's.
-func failed(s *scope) bool {
+func failed(s *scope, applyErr error) bool {
 	var notOwned *apply.NotOwnedError
-	return s.applyErr != nil && (apierrors.IsInvalid(s.applyErr) || s.graph == nil || errors.As(s.applyErr, &notOwned))
+	return applyErr != nil && (apierrors.IsInvalid(applyErr) || s.graph == nil || errors.As(applyErr, &notOwned))
 }
 
 // rollingOut is true while a MachineDeployment still has machines from an older

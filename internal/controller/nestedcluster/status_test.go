@@ -82,6 +82,7 @@ func TestSummarize(t *testing.T) {
 		deleting      bool
 		paused        bool
 		scope         scope
+		applyErr      error
 		wantPhase     knestv1.Phase
 		wantReady     metav1.ConditionStatus
 		wantReason    string
@@ -221,14 +222,14 @@ func TestSummarize(t *testing.T) {
 			wantCP: "1/1", wantWorkers: "0/2", wantEndpoint: "https://10.96.0.10:6443",
 		},
 		{
-			name:      "the API server refused a rendered object",
-			scope:     scope{graph: &cluster.Graph{}, applyErr: invalid},
+			name:  "the API server refused a rendered object",
+			scope: scope{graph: &cluster.Graph{}}, applyErr: invalid,
 			wantPhase: knestv1.PhaseFailed, wantReady: metav1.ConditionFalse, wantReason: knestv1.ApplyFailedReason,
 			wantCP: "0/1", wantWorkers: "0/2",
 		},
 		{
-			name:      "a transient apply error is not a failure",
-			scope:     scope{graph: &cluster.Graph{}, applyErr: errors.New("connection refused")},
+			name:  "a transient apply error is not a failure",
+			scope: scope{graph: &cluster.Graph{}}, applyErr: errors.New("connection refused"),
 			wantPhase: knestv1.PhaseProvisioning, wantReady: metav1.ConditionFalse, wantReason: knestv1.ApplyFailedReason,
 			wantCP: "0/1", wantWorkers: "0/2",
 		},
@@ -258,7 +259,7 @@ func TestSummarize(t *testing.T) {
 				nc.DeletionTimestamp = ptr.To(metav1.Now())
 			}
 			s := tt.scope
-			summarize(nc, &s)
+			summarize(nc, &s, tt.applyErr)
 
 			g.Expect(nc.Status.Phase).To(Equal(tt.wantPhase))
 			ready := conditions.Get(nc, knestv1.ReadyCondition)
@@ -277,9 +278,9 @@ func TestSummarizeKeepsTransitionTimes(t *testing.T) {
 	g := NewWithT(t)
 	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "tenants"}}
 	cluster.Default(nc)
-	summarize(nc, &scope{})
+	summarize(nc, &scope{}, nil)
 	before := nc.Status.DeepCopy()
-	summarize(nc, &scope{})
+	summarize(nc, &scope{}, nil)
 	g.Expect(nc.Status).To(Equal(*before), "an unchanged world must produce an identical status (no writes at rest)")
 }
 
@@ -292,7 +293,7 @@ func TestSummarizeWhileDeletingSaysWhatItWaitsFor(t *testing.T) {
 		Reason: clusterv1.ClusterDeletingWaitingForWorkersDeletionReason, Message: "* MachineDeployments: demo-workers"}}
 	kcp := &controlplanev1.KubeadmControlPlane{}
 	kcp.Status.Replicas = ptr.To(int32(1))
-	summarize(nc, &scope{cluster: c, controlPlane: kcpState(kcp)})
+	summarize(nc, &scope{cluster: c, controlPlane: kcpState(kcp)}, nil)
 
 	g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).To(Equal("The cluster is being deleted; Cluster API: * MachineDeployments: demo-workers"))
 	cp := conditions.Get(nc, knestv1.ControlPlaneReadyCondition)
@@ -348,7 +349,7 @@ func TestSummarizeBlankControlPlane(t *testing.T) {
 			if tt.tenant.err == nil && nc.Status.TenantID == "" {
 				nc.Status.TenantID = tt.tenant.id // as observeTenant does
 			}
-			summarize(nc, s)
+			summarize(nc, s, nil)
 
 			g.Expect(nc.Status.Phase).To(Equal(tt.wantPhase))
 			g.Expect(conditions.GetReason(nc, knestv1.ReadyCondition)).To(Equal(tt.wantReason))
@@ -399,7 +400,7 @@ func TestSummarizeEtcdPersistence(t *testing.T) {
 			nc.Spec.ControlPlane.Mode = tt.mode
 			nc.Spec.ControlPlane.Etcd.Ephemeral = tt.ephemeral
 			cluster.Default(nc)
-			summarize(nc, &scope{controlPlane: tt.cp})
+			summarize(nc, &scope{controlPlane: tt.cp}, nil)
 
 			c := conditions.Get(nc, knestv1.EtcdPersistentCondition)
 			if tt.wantStatus == "" {
@@ -435,7 +436,7 @@ func TestSummarizeHeldPool(t *testing.T) {
 		md.Status.Replicas, md.Status.ReadyReplicas, md.Status.UpToDateReplicas = ptr.To(int32(1)), ptr.To(int32(1)), ptr.To(int32(1))
 		s.pools[p.Name] = md
 	}
-	summarize(nc, s)
+	summarize(nc, s, nil)
 
 	c := conditions.Get(nc, knestv1.WorkersScalableCondition)
 	g.Expect(c).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", knestv1.PoolVersionHeldReason)))
@@ -456,7 +457,7 @@ func TestSummarizeHeldPool(t *testing.T) {
 	graph, err = cluster.Render(nc, cluster.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	s.graph = graph
-	summarize(nc, s)
+	summarize(nc, s, nil)
 	g.Expect(conditions.Get(nc, knestv1.WorkersScalableCondition)).To(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", knestv1.ScalableReason)))
 	g.Expect(nc.Status.Workers[1].NewMachinesBlocked).To(BeEmpty())
 }
@@ -487,7 +488,7 @@ func TestSummarizeAutoscaledPool(t *testing.T) {
 	}
 	observed("workers", 1, 1)
 	observed("burst", 3, 3)
-	summarize(nc, s)
+	summarize(nc, s, nil)
 
 	g.Expect(nc.Status.Workers[0].Desired).To(BeEquivalentTo(1), "unset replicas mean 1")
 	g.Expect(nc.Status.Workers[0].Autoscaling).To(BeNil())
@@ -499,13 +500,37 @@ func TestSummarizeAutoscaledPool(t *testing.T) {
 
 	// The autoscaler adds a node: the pool waits for it, as for any scale-up.
 	observed("burst", 4, 3)
-	summarize(nc, s)
+	summarize(nc, s, nil)
 	g.Expect(nc.Status.Workers[1].Desired).To(BeEquivalentTo(4))
 	g.Expect(conditions.GetMessage(nc, knestv1.WorkersReadyCondition)).To(Equal("Worker pools not ready: burst 3/4"))
 
 	// Scaled to zero (min 0): an empty pool is where it should be.
 	observed("burst", 0, 0)
-	summarize(nc, s)
+	summarize(nc, s, nil)
 	g.Expect(nc.Status.Workers[1].Desired).To(BeZero())
 	g.Expect(conditions.Get(nc, knestv1.WorkersReadyCondition)).To(HaveField("Status", metav1.ConditionTrue))
+}
+
+// What Reconcile returns reaches status as an apply failure, except on the delete
+// path and when only the read-back of Cluster API's status failed.
+func TestApplyError(t *testing.T) {
+	refused := errors.New("connection refused")
+	deleting := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: ptr.To(metav1.Now())}}
+	for _, tt := range []struct {
+		name string
+		nc   *knestv1.NestedCluster
+		err  error
+		want error
+	}{
+		{"none", &knestv1.NestedCluster{}, nil, nil},
+		{"a phase failed", &knestv1.NestedCluster{}, refused, refused},
+		{"reading back failed", &knestv1.NestedCluster{}, &observeError{refused}, nil},
+		{"deleting", deleting, refused, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := applyError(tt.nc, tt.err); got != tt.want {
+				t.Errorf("applyError() = %v, want %v", got, tt.want)
+			}
+		})
+	}
 }

@@ -1,4 +1,4 @@
-package nestedcluster_test
+package etcddisk_test
 
 import (
 	"context"
@@ -11,11 +11,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/vmtemplate"
 )
 
 // A control-plane VM as CAPK creates it from knest's template (its spec and
-// metadata copied, named after the machine) is Halted until knest's etcd-disk
+// metadata copied, named after the machine) is Halted until the etcd-disk
 // controller has made its claim and attached it; then it runs. Workers get none.
 func TestControlPlaneVMGetsItsEtcdDisk(t *testing.T) {
 	g := NewWithT(t)
@@ -24,7 +25,11 @@ func TestControlPlaneVMGetsItsEtcdDisk(t *testing.T) {
 	ns := namespace(t, g)
 	nc := newCluster(ns, "disk")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
-	graph := waitForGraph(g, nc)
+	// The templates as the NestedCluster controller renders them, with the API
+	// server's defaults.
+	get(g, nc)
+	graph, err := cluster.Render(nc, cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
 
 	asCAPK := func(name string, tmpl *kubevirtv1.VirtualMachineSpec, meta metav1.ObjectMeta) *kubevirtv1.VirtualMachine {
 		return &kubevirtv1.VirtualMachine{
