@@ -24,6 +24,8 @@ const (
 	AvailableReason             = "Available"
 	// EtcdStoppedReason: etcd is stopped for a restore (EtcdStoppedAnnotation).
 	EtcdStoppedReason = "EtcdStopped"
+	// ReconcileFailedReason: the reconcile hit an error; the message is the error.
+	ReconcileFailedReason = "ReconcileFailed"
 )
 
 // EtcdStoppedAnnotation on a HostedControlPlane scales its etcd to zero members

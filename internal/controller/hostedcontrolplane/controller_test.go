@@ -2,7 +2,6 @@ package hostedcontrolplane_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -14,35 +13,27 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/cluster-api/util/secret"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	"github.com/knest-dev/knest/internal/controller/hostedcontrolplane"
 	"github.com/knest-dev/knest/internal/manager"
 	"github.com/knest-dev/knest/internal/testenv"
-	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/hosted"
 )
 
-// The tests run knest's controllers (the manager as deployed) against a real
-// kube-apiserver, etcd and kube-controller-manager with the real Cluster API CRDs.
-// No kubelet runs and no Cluster API reconciler: the tests write the status a
-// StatefulSet's, a Deployment's and a Job's controllers would, and the owner
-// reference Cluster API sets on a control plane.
+// The tests here run knest's controllers, the manager as deployed, on the test bed
+// of suite_test.go.
 
-var env *testenv.Env
-
-func TestMain(m *testing.M) {
-	ctrl.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
-	testenv.Main(m, &env)
-}
+// env is the test bed TestMain started (suite_test.go).
+func env() *testenv.Env { return hostedcontrolplane.Env() }
 
 const (
 	timeout  = 30 * time.Second
@@ -51,7 +42,7 @@ const (
 
 func startManager(t *testing.T) {
 	t.Helper()
-	mgr, err := manager.New(env.Config, manager.Options{Concurrency: 2, ToolImage: "knest.local/knest:test"})
+	mgr, err := manager.New(env().Config, manager.Options{Concurrency: 2, ToolImage: "knest.local/knest:test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,38 +50,10 @@ func startManager(t *testing.T) {
 }
 
 func get(g Gomega, obj client.Object) {
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	g.Expect(env().Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
 }
 
-// newControlPlane creates a Cluster and its HostedControlPlane, owned by it as
-// Cluster API's Cluster controller makes it.
-func newControlPlane(t *testing.T, g Gomega, name string) (*clusterv1.Cluster, *hcpv1.HostedControlPlane) {
-	t.Helper()
-	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "hcp-"}}
-	g.Expect(env.Client.Create(ctx, ns)).To(Succeed())
-	c := &clusterv1.Cluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: name},
-		Spec: clusterv1.ClusterSpec{ControlPlaneRef: clusterv1.ContractVersionedObjectReference{
-			APIGroup: hcpv1.GroupVersion.Group, Kind: "HostedControlPlane", Name: cluster.ControlPlaneName(name)}},
-	}
-	g.Expect(env.Client.Create(ctx, c)).To(Succeed())
-	hcp := &hcpv1.HostedControlPlane{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns.Name, Name: cluster.ControlPlaneName(name),
-			Labels: map[string]string{clusterv1.ClusterNameLabel: name},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: c.Name, UID: c.UID}},
-		},
-		Spec: hcpv1.HostedControlPlaneSpec{
-			Version: "v1.35.4", Replicas: ptr.To[int32](1),
-			Network: hcpv1.NetworkSpec{PodCIDR: "10.243.0.0/16", ServiceCIDR: "10.95.0.0/16", DNSDomain: "cluster.local"},
-			Etcd:    hcpv1.EtcdSpec{StorageClassName: "standard"},
-		},
-	}
-	g.Expect(env.Client.Create(ctx, hcp)).To(Succeed())
-	return c, hcp
-}
+var newControlPlane = hostedcontrolplane.NewControlPlane
 
 func available(g Gomega, hcp *hcpv1.HostedControlPlane) *metav1.Condition {
 	get(g, hcp)
@@ -105,7 +68,7 @@ func etcdReady(g Gomega, ns, name string) {
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hosted.EtcdName(name)}}
 	get(g, sts)
 	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: 1, ReadyReplicas: 1, CurrentReplicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1}
-	g.Expect(env.Client.Status().Update(context.Background(), sts)).To(Succeed())
+	g.Expect(env().Client.Status().Update(context.Background(), sts)).To(Succeed())
 }
 
 func apiServersRolledOut(g Gomega, ns, name string) {
@@ -113,13 +76,13 @@ func apiServersRolledOut(g Gomega, ns, name string) {
 	get(g, d)
 	n := ptr.Deref(d.Spec.Replicas, 1)
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
-	g.Expect(env.Client.Status().Update(context.Background(), d)).To(Succeed())
+	g.Expect(env().Client.Status().Update(context.Background(), d)).To(Succeed())
 }
 
 // bootstrapJob is the kubeadm Job of the control plane's current configuration.
 func bootstrapJob(g Gomega, ns, name string) *batchv1.Job {
 	jobs := &batchv1.JobList{}
-	g.Expect(env.Client.List(context.Background(), jobs, client.InNamespace(ns), client.MatchingLabels(hosted.JobSelector(name)))).To(Succeed())
+	g.Expect(env().Client.List(context.Background(), jobs, client.InNamespace(ns), client.MatchingLabels(hosted.JobSelector(name)))).To(Succeed())
 	g.Expect(jobs.Items).To(HaveLen(1))
 	return &jobs.Items[0]
 }
@@ -152,7 +115,7 @@ func TestControlPlaneComesUpThroughItsContract(t *testing.T) {
 	made := map[secret.Purpose]madeSecret{}
 	for _, p := range purposes {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name(c.Name, p)}}
-		g.Eventually(func() error { return env.Client.Get(context.Background(), client.ObjectKeyFromObject(s), s) }, timeout, interval).Should(Succeed())
+		g.Eventually(func() error { return env().Client.Get(context.Background(), client.ObjectKeyFromObject(s), s) }, timeout, interval).Should(Succeed())
 		g.Expect(metav1.GetControllerOf(s)).To(HaveField("UID", hcp.UID), s.Name)
 		made[p] = madeSecret{uid: string(s.UID), crt: string(s.Data[secret.TLSCrtDataName])}
 	}
@@ -170,7 +133,7 @@ func TestControlPlaneComesUpThroughItsContract(t *testing.T) {
 		g.Expect(hcp.Status.Version).To(Equal(hcp.Spec.Version))
 		job = bootstrapJob(g, ns, c.Name)
 	}, timeout, interval).Should(Succeed())
-	g.Expect(testenv.EndJob(context.Background(), env.Client, job, false)).To(Succeed())
+	g.Expect(testenv.EndJob(context.Background(), env().Client, job, false)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(available(g, hcp).Status).To(Equal(metav1.ConditionTrue))
 		g.Expect(hcp.Status.Initialization.ControlPlaneInitialized).To(HaveValue(BeTrue()))
@@ -199,7 +162,7 @@ func TestControlPlaneComesUpThroughItsContract(t *testing.T) {
 	}
 	get(g, c)
 	c.Annotations = map[string]string{"knest.dev/test": "poke"}
-	g.Expect(env.Client.Update(context.Background(), c)).To(Succeed())
+	g.Expect(env().Client.Update(context.Background(), c)).To(Succeed())
 	time.Sleep(3 * time.Second)
 	g.Expect(versions(g, ns)).To(Equal(before), "an object rewritten at rest")
 }
@@ -218,7 +181,7 @@ func versions(g Gomega, ns string) map[string]string {
 		"ClusterResourceSet": &addonsv1.ClusterResourceSetList{}, "PodDisruptionBudget": &policyv1.PodDisruptionBudgetList{},
 	}
 	for kind, list := range lists {
-		g.Expect(env.Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
+		g.Expect(env().Client.List(context.Background(), list, client.InNamespace(ns))).To(Succeed())
 		items, err := apimeta.ExtractList(list)
 		g.Expect(err).NotTo(HaveOccurred())
 		for _, item := range items {
@@ -259,8 +222,8 @@ func TestObservedGenerationOnlyOnSuccess(t *testing.T) {
 			Validations: []admissionregistrationv1.Validation{{Expression: "false", Message: refusal}},
 		},
 	}
-	g.Expect(env.Client.Create(ctx, policy)).To(Succeed())
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, policy) })
+	g.Expect(env().Client.Create(ctx, policy)).To(Succeed())
+	t.Cleanup(func() { _ = env().Client.Delete(ctx, policy) })
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "refuse-deployments-"},
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
@@ -270,8 +233,8 @@ func TestObservedGenerationOnlyOnSuccess(t *testing.T) {
 				MatchLabels: map[string]string{corev1.LabelMetadataName: c.Namespace}}},
 		},
 	}
-	g.Expect(env.Client.Create(ctx, binding)).To(Succeed())
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, binding) })
+	g.Expect(env().Client.Create(ctx, binding)).To(Succeed())
+	t.Cleanup(func() { _ = env().Client.Delete(ctx, binding) })
 	// A policy is in force a moment after it is made: until a dry run is refused.
 	probe := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: "probe"},
@@ -283,16 +246,16 @@ func TestObservedGenerationOnlyOnSuccess(t *testing.T) {
 			},
 		},
 	}
-	g.Eventually(func() error { return env.Client.Create(ctx, probe.DeepCopy(), client.DryRunAll) }, timeout, interval).Should(
+	g.Eventually(func() error { return env().Client.Create(ctx, probe.DeepCopy(), client.DryRunAll) }, timeout, interval).Should(
 		MatchError(ContainSubstring(refusal)))
 
 	// Three API servers: the Deployment must change, and cannot.
 	get(g, hcp)
 	hcp.Spec.Replicas = ptr.To[int32](3)
-	g.Expect(env.Client.Update(ctx, hcp)).To(Succeed())
+	g.Expect(env().Client.Update(ctx, hcp)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		cond := available(g, hcp)
-		g.Expect(cond.Reason).To(Equal("ReconcileFailed"))
+		g.Expect(cond.Reason).To(Equal(hcpv1.ReconcileFailedReason))
 		g.Expect(cond.Message).To(ContainSubstring(refusal))
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) {
@@ -301,7 +264,7 @@ func TestObservedGenerationOnlyOnSuccess(t *testing.T) {
 		g.Expect(hcp.Status.ObservedGeneration).To(Equal(observed))
 	}, 2*time.Second, interval).Should(Succeed())
 
-	g.Expect(env.Client.Delete(ctx, binding)).To(Succeed())
+	g.Expect(env().Client.Delete(ctx, binding)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		get(g, hcp)
 		g.Expect(hcp.Status.ObservedGeneration).To(Equal(hcp.Generation))
@@ -309,4 +272,44 @@ func TestObservedGenerationOnlyOnSuccess(t *testing.T) {
 		get(g, d)
 		g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
 	}, timeout, interval).Should(Succeed())
+}
+
+// A claim of etcd's that the StatefulSet controller makes once the control plane is
+// at rest is news to it (the claims' watch) and gets it as an owner; the cluster's
+// other claims do not.
+func TestEtcdClaimIsAdoptedWhenMade(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startManager(t)
+	c, hcp := newControlPlane(t, g, "claims")
+	ns := c.Namespace
+	g.Eventually(func(g Gomega) {
+		g.Expect(available(g, hcp).Reason).To(Equal(hcpv1.WaitingForEtcdReason))
+	}, timeout, interval).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		before := versions(g, ns)
+		time.Sleep(time.Second)
+		g.Expect(versions(g, ns)).To(Equal(before))
+	}, timeout, interval).Should(Succeed())
+
+	claim := func(name string) *corev1.PersistentVolumeClaim {
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{clusterv1.ClusterNameLabel: c.Name}},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			},
+		}
+		g.Expect(env().Client.Create(ctx, pvc)).To(Succeed())
+		return pvc
+	}
+	other := claim("data-" + c.Name + "-worker-0")
+	etcd := claim(hosted.EtcdClaimName(c.Name, 0))
+	g.Eventually(func(g Gomega) {
+		get(g, etcd)
+		g.Expect(etcd.OwnerReferences).To(ConsistOf(And(
+			HaveField("UID", hcp.UID), HaveField("Kind", "HostedControlPlane"), HaveField("Controller", BeNil()))))
+	}, timeout, interval).Should(Succeed())
+	get(g, other)
+	g.Expect(other.OwnerReferences).To(BeEmpty())
 }
