@@ -173,7 +173,10 @@ func vmiPortForward(ctx context.Context, vmi *kubevirtv1.VirtualMachineInstance,
 		header.Set("Authorization", "Bearer "+cfg.BearerToken)
 	}
 	dialer := websocket.Dialer{TLSClientConfig: tlsConfig, Subprotocols: []string{"plain.kubevirt.io"}, HandshakeTimeout: 30 * time.Second}
-	ws, _, err := dialer.DialContext(ctx, u.String(), header)
+	ws, rsp, err := dialer.DialContext(ctx, u.String(), header)
+	if rsp != nil {
+		rsp.Body.Close()
+	}
 	return ws, err
 }
 
@@ -391,7 +394,7 @@ func expectIsolated(t *testing.T, a, b client.ObjectKey) {
 		svc := &corev1.Service{}
 		g.Expect(s.host.Get(t.Context(), client.ObjectKey{Namespace: other.Namespace, Name: other.Name + "-lb"}, svc)).To(Succeed())
 		cfg.Host = "https://" + svc.Spec.ClusterIP + ":6443"
-		cfg.TLSClientConfig.ServerName = ""
+		cfg.ServerName = ""
 		cs, err := kubernetes.NewForConfig(cfg)
 		g.Expect(err).NotTo(HaveOccurred())
 		_, err = cs.Discovery().ServerVersion()

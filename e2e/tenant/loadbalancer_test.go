@@ -4,8 +4,8 @@ package tenant_test
 
 import (
 	"context"
-	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -62,7 +62,7 @@ func expectLoadBalancerAnswers(t *testing.T, key client.ObjectKey, tc tenant) {
 		address = svc.Status.LoadBalancer.Ingress[0].IP
 	}, tenantTimeout, lbPoll).Should(Succeed())
 	s.timeline.add(step, "address "+address, time.Since(start))
-	url := fmt.Sprintf("http://%s:80/", address)
+	url := "http://" + net.JoinHostPort(address, "80") + "/"
 	expectAnswers(g, url)
 	s.timeline.add(step, "first answer from outside (Cluster)", time.Since(start))
 

@@ -180,7 +180,9 @@ func serveController(ctx context.Context, kubeconfig string, o controllerOptions
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		_ = json.NewEncoder(w).Encode(v)
+		if err := json.NewEncoder(w).Encode(v); err != nil {
+			fmt.Fprintf(os.Stderr, "replying: %v\n", err)
+		}
 	}
 	mux.HandleFunc("POST /baseline", func(w http.ResponseWriter, _ *http.Request) {
 		m, err := l.baseline()

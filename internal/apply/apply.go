@@ -91,7 +91,7 @@ func (a *Applier) Apply(ctx context.Context, owner, desired client.Object) (bool
 	}
 	annotations[HashAnnotation] = hash
 	u.SetAnnotations(annotations)
-	if err := a.Client.Patch(ctx, u, client.Apply, client.FieldOwner(a.FieldOwner), client.ForceOwnership); err != nil {
+	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(a.FieldOwner), client.ForceOwnership); err != nil {
 		return false, fmt.Errorf("failed to apply %s %s: %w", u.GetKind(), u.GetName(), err)
 	}
 	if a.ReadBack {

@@ -91,7 +91,7 @@ func waitForControllerManager(ctx context.Context, c client.Client, p *childproc
 		default:
 		}
 		if last = c.Get(ctx, client.ObjectKey{Namespace: metav1.NamespaceDefault, Name: "default"}, &corev1.ServiceAccount{}); last != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // not up yet: polled again, and last is reported on timeout
 		}
 		last = c.Get(ctx, client.ObjectKeyFromObject(probe), &corev1.ConfigMap{})
 		if apierrors.IsNotFound(last) {

@@ -58,7 +58,10 @@ type Result struct {
 // list is cut from the oldest end to fit.
 func (r Result) Message() string {
 	for {
-		b, _ := json.Marshal(r)
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err.Error()
+		}
 		if len(b) <= 4000 || len(r.Snapshots) == 0 {
 			return string(b)
 		}

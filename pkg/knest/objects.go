@@ -75,8 +75,8 @@ func Objects(nc *knestv1.NestedCluster, opts ...ObjectsOption) ([]client.Object,
 	}
 	nc = nc.DeepCopy()
 	cluster.Default(nc)
-	nc.TypeMeta.APIVersion = knestv1.GroupVersion.String()
-	nc.TypeMeta.Kind = "NestedCluster"
+	nc.APIVersion = knestv1.GroupVersion.String()
+	nc.Kind = "NestedCluster"
 	objs := []client.Object{nc}
 	if !o.graph {
 		return objs, nil

@@ -172,7 +172,8 @@ func TestNodeStopsCleanly(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	logs, done := run(t, ctx, "node", "--node-id", "worker-0", "--endpoint", "unix://"+filepath.Join(dir, "csi.sock"),
 		"--registration-dir", dir, "--health-address", "")
-	g.Eventually(filepath.Join(dir, "csi.knest.dev-reg.sock"), 10*time.Second).Should(BeAnExistingFile(), func() string { return logs.String() })
+	sock := filepath.Join(dir, "csi.knest.dev-reg.sock")
+	g.Eventually(func() string { return sock }, 10*time.Second).Should(BeAnExistingFile(), func() string { return logs.String() })
 	cancel()
 	g.Eventually(done, 10*time.Second).Should(Receive(BeNil()))
 	g.Expect(filepath.Join(dir, "csi.knest.dev-reg.sock")).NotTo(BeAnExistingFile())

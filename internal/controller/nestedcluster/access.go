@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/knest-dev/knest/internal/tenant"
@@ -66,7 +67,11 @@ func (r *Reconciler) ensureAccess(ctx context.Context, ns string) error {
 	case !apierrors.IsNotFound(err):
 		return err
 	}
-	if err := r.Client.Patch(ctx, desired, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+	s := desired.Subjects[0]
+	ac := rbacv1ac.RoleBinding(desired.Name, desired.Namespace).WithLabels(desired.Labels).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(desired.RoleRef.APIGroup).WithKind(desired.RoleRef.Kind).WithName(desired.RoleRef.Name)).
+		WithSubjects(rbacv1ac.Subject().WithKind(s.Kind).WithAPIGroup(s.APIGroup).WithNamespace(s.Namespace).WithName(s.Name))
+	if err := r.Client.Apply(ctx, ac, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("failed to bind ClusterRole %s in namespace %s: %w", TenantRole, ns, err)
 	}
 	return nil

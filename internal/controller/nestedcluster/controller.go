@@ -170,7 +170,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		if errors.As(reterr, new(*tenant.NamespaceNotEnabledError)) {
 			reterr = nil
 		}
-		if err := helper.Patch(ctx, nc, opts...); err != nil && !(apierrors.IsNotFound(err) && !nc.DeletionTimestamp.IsZero()) {
+		// A NestedCluster deleted meanwhile has no status left to patch.
+		if err := helper.Patch(ctx, nc, opts...); err != nil && (!apierrors.IsNotFound(err) || nc.DeletionTimestamp.IsZero()) {
 			reterr = kerrors.NewAggregate([]error{reterr, fmt.Errorf("failed to patch NestedCluster status: %w", err)})
 		}
 	}()

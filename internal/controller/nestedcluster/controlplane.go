@@ -83,6 +83,3 @@ func desiredControlPlane(g *cluster.Graph) *controlPlaneState {
 	}
 	return kcpState(g.ControlPlane)
 }
-
-// exists tells an observed control plane from an empty one the cache did not have.
-func (s *controlPlaneState) exists() bool { return s != nil && s.generation > 0 }

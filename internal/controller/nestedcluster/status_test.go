@@ -269,7 +269,11 @@ func TestSummarize(t *testing.T) {
 			g.Expect(nc.Status.ControlPlaneReady).To(Equal(tt.wantCP))
 			g.Expect(nc.Status.WorkersReady).To(Equal(tt.wantWorkers))
 			g.Expect(nc.Status.Endpoint).To(Equal(tt.wantEndpoint))
-			g.Expect(nc.Status.KubeconfigSecretName != "").To(Equal(tt.wantKubconfig))
+			if tt.wantKubconfig {
+				g.Expect(nc.Status.KubeconfigSecretName).NotTo(BeEmpty())
+			} else {
+				g.Expect(nc.Status.KubeconfigSecretName).To(BeEmpty())
+			}
 		})
 	}
 }
