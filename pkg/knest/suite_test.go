@@ -7,6 +7,7 @@ package knest_test
 import (
 	"bytes"
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,12 +54,30 @@ func (b *syncBuffer) String() string {
 // returned buffer.
 func newClient(t *testing.T) (*knest.Client, *syncBuffer) {
 	t.Helper()
+	return newClientAs(t, env.Config, 0)
+}
+
+// newClientAs is newClient for the identity of cfg; verbosity 1 adds the debug lines
+// (what -v 1 shows).
+func newClientAs(t *testing.T, cfg *rest.Config, verbosity int) (*knest.Client, *syncBuffer) {
+	t.Helper()
 	out := &syncBuffer{}
-	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: knest.Scheme()})
+	c, err := knest.NewClientForConfig(cfg, knest.WithLogger(cli.NewLogger(out, verbosity).Logr()))
 	if err != nil {
 		t.Fatalf("failed to create client: %v", err)
 	}
-	return knest.NewClient(c, knest.WithLogger(cli.NewLogger(out, 0).Logr())), out
+	return c, out
+}
+
+// lines returns the non-empty lines of s, trimmed.
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 func newNamespace(t *testing.T) string {
