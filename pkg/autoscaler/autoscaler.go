@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -122,44 +121,34 @@ func deployment(in Input, c hostaccess.Component) *appsv1.Deployment {
 	if d := in.Spec.ScaleDownDelayAfterAdd; d != nil {
 		afterAdd = d.Duration
 	}
+	liveness, readiness := hostaccess.HealthProbes("/health-check", "/health-check")
 	// One replica: two would both scale the same pools.
-	return c.Deployment(corev1.PodSpec{
-		Containers: []corev1.Container{{
-			Name:  "cluster-autoscaler",
-			Image: image,
-			Args: []string{
-				"--cloud-provider=clusterapi",
-				fmt.Sprintf("--node-group-auto-discovery=clusterapi:namespace=%s,clusterName=%s", in.Namespace, in.Cluster),
-				// The tenant's API for pods and nodes; Cluster API's on the
-				// host through the pod's own service account.
-				"--kubeconfig=" + hostaccess.KubeconfigFile,
-				"--clusterapi-cloud-config-authoritative",
-				// One replica, and its lease would live in the tenant.
-				"--leader-elect=false",
-				// Raising minReplicas above a pool's size scales it up.
-				"--enforce-node-group-min-size",
-				"--scale-down-unneeded-time=" + unneeded.String(),
-				// A node found busy is looked at again after this (upstream: 5m);
-				// no later than it could have become unneeded.
-				"--unremovable-node-recheck-timeout=" + min(unneeded, upstreamRecheck).String(),
-				"--scale-down-delay-after-add=" + afterAdd.String(),
-				fmt.Sprintf("--address=:%d", HealthPort),
-				"--v=2",
-			},
-			Env:   []corev1.EnvVar{{Name: "CAPI_VERSION", Value: capiVersion}},
-			Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
-			LivenessProbe: &corev1.Probe{
-				ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health-check", Port: intstr.FromString("health")}},
-				PeriodSeconds:    30,
-				FailureThreshold: 4,
-			},
-			ReadinessProbe: &corev1.Probe{
-				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health-check", Port: intstr.FromString("health")}},
-				PeriodSeconds: 10,
-			},
-			Resources:    *resources.DeepCopy(),
-			VolumeMounts: []corev1.VolumeMount{hostaccess.KubeconfigMount()},
-		}},
-		Volumes: []corev1.Volume{hostaccess.KubeconfigVolume(in.KubeconfigSecret)},
-	})
+	return c.KubeconfigDeployment(corev1.Container{
+		Name:  "cluster-autoscaler",
+		Image: image,
+		Args: []string{
+			"--cloud-provider=clusterapi",
+			fmt.Sprintf("--node-group-auto-discovery=clusterapi:namespace=%s,clusterName=%s", in.Namespace, in.Cluster),
+			// The tenant's API for pods and nodes; Cluster API's on the
+			// host through the pod's own service account.
+			"--kubeconfig=" + hostaccess.KubeconfigFile,
+			"--clusterapi-cloud-config-authoritative",
+			// One replica, and its lease would live in the tenant.
+			"--leader-elect=false",
+			// Raising minReplicas above a pool's size scales it up.
+			"--enforce-node-group-min-size",
+			"--scale-down-unneeded-time=" + unneeded.String(),
+			// A node found busy is looked at again after this (upstream: 5m);
+			// no later than it could have become unneeded.
+			"--unremovable-node-recheck-timeout=" + min(unneeded, upstreamRecheck).String(),
+			"--scale-down-delay-after-add=" + afterAdd.String(),
+			fmt.Sprintf("--address=:%d", HealthPort),
+			"--v=2",
+		},
+		Env:            []corev1.EnvVar{{Name: "CAPI_VERSION", Value: capiVersion}},
+		Ports:          []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
+		LivenessProbe:  liveness,
+		ReadinessProbe: readiness,
+		Resources:      *resources.DeepCopy(),
+	}, in.KubeconfigSecret)
 }

@@ -13,7 +13,6 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -89,29 +88,19 @@ func Rules() []rbacv1.PolicyRule {
 // deployment runs one replica at a time, without a lease: its lease would live in
 // the tenant.
 func deployment(in Input, c hostaccess.Component) *appsv1.Deployment {
-	return c.Deployment(corev1.PodSpec{
-		Containers: []corev1.Container{{
-			Name:  "cloud-controller-manager",
-			Image: in.Image,
-			Args: []string{
-				"cloud-controller-manager",
-				"--cluster=" + in.Cluster,
-				"--namespace=" + in.Namespace,
-				"--tenant-kubeconfig=" + hostaccess.KubeconfigFile,
-			},
-			Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
-			LivenessProbe: &corev1.Probe{
-				ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
-				PeriodSeconds:    30,
-				FailureThreshold: 4,
-			},
-			ReadinessProbe: &corev1.Probe{
-				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
-				PeriodSeconds: 10,
-			},
-			Resources:    *resources.DeepCopy(),
-			VolumeMounts: []corev1.VolumeMount{hostaccess.KubeconfigMount()},
-		}},
-		Volumes: []corev1.Volume{hostaccess.KubeconfigVolume(in.KubeconfigSecret)},
-	})
+	liveness, readiness := hostaccess.HealthProbes("/healthz", "/readyz")
+	return c.KubeconfigDeployment(corev1.Container{
+		Name:  "cloud-controller-manager",
+		Image: in.Image,
+		Args: []string{
+			"cloud-controller-manager",
+			"--cluster=" + in.Cluster,
+			"--namespace=" + in.Namespace,
+			"--tenant-kubeconfig=" + hostaccess.KubeconfigFile,
+		},
+		Ports:          []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
+		LivenessProbe:  liveness,
+		ReadinessProbe: readiness,
+		Resources:      *resources.DeepCopy(),
+	}, in.KubeconfigSecret)
 }

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
@@ -98,4 +99,26 @@ func (c Component) Deployment(pod corev1.PodSpec) *appsv1.Deployment {
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: podLabels}, Spec: pod},
 		},
 	}
+}
+
+// KubeconfigDeployment is Deployment of a pod of container alone, which reaches the
+// tenant through its admin kubeconfig from Secret secret: KubeconfigMount after the
+// container's own mounts, KubeconfigVolume the pod's one volume.
+func (c Component) KubeconfigDeployment(container corev1.Container, secret string) *appsv1.Deployment {
+	container.VolumeMounts = append(slices.Clone(container.VolumeMounts), KubeconfigMount())
+	return c.Deployment(corev1.PodSpec{
+		Containers: []corev1.Container{container},
+		Volumes:    []corev1.Volume{KubeconfigVolume(secret)},
+	})
+}
+
+// HealthProbes are the probes of a component serving HTTP on its container port
+// named "health": livenessPath every 30 s, the container restarted after 4 failures
+// in a row; readinessPath every 10 s.
+func HealthProbes(livenessPath, readinessPath string) (liveness, readiness *corev1.Probe) {
+	get := func(path string) corev1.ProbeHandler {
+		return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("health")}}
+	}
+	return &corev1.Probe{ProbeHandler: get(livenessPath), PeriodSeconds: 30, FailureThreshold: 4},
+		&corev1.Probe{ProbeHandler: get(readinessPath), PeriodSeconds: 10}
 }

@@ -66,3 +66,27 @@ func TestComponentAccessIsRenderOfItsMeta(t *testing.T) {
 	g.Expect(o.Role.ObjectMeta).To(Equal(c.Meta()))
 	g.Expect(o.RoleBinding.Labels).To(HaveKeyWithValue(hostaccess.Label, "csi"))
 }
+
+func TestKubeconfigDeploymentMountsTheKubeconfigLast(t *testing.T) {
+	g := NewWithT(t)
+	c := hostaccess.Component{Name: "a-ccm", Namespace: "t1", Cluster: "a", App: "ccm"}
+	// Room for one more: an append in place would write into the caller's array.
+	own := append(make([]corev1.VolumeMount, 0, 2), corev1.VolumeMount{Name: "scratch", MountPath: "/tmp"})
+	d := c.KubeconfigDeployment(corev1.Container{Name: "main", VolumeMounts: own}, "a-kubeconfig")
+	pod := d.Spec.Template.Spec
+	g.Expect(pod.Containers).To(HaveLen(1))
+	g.Expect(pod.Containers[0].VolumeMounts).To(Equal([]corev1.VolumeMount{own[0], hostaccess.KubeconfigMount()}))
+	g.Expect(pod.Volumes).To(Equal([]corev1.Volume{hostaccess.KubeconfigVolume("a-kubeconfig")}))
+	g.Expect(own[:2][1]).To(BeZero(), "the caller's mounts are its own")
+	g.Expect(pod.ServiceAccountName).To(Equal("a-ccm"), "as Deployment")
+}
+
+func TestHealthProbesUseThePortNamedHealth(t *testing.T) {
+	g := NewWithT(t)
+	live, ready := hostaccess.HealthProbes("/healthz", "/readyz")
+	g.Expect(live.HTTPGet.Path).To(Equal("/healthz"))
+	g.Expect(ready.HTTPGet.Path).To(Equal("/readyz"))
+	g.Expect(live.HTTPGet.Port.StrVal).To(Equal("health"))
+	g.Expect(ready.HTTPGet.Port.StrVal).To(Equal("health"))
+	g.Expect(live.FailureThreshold).To(BeNumerically(">", ready.FailureThreshold), "restarted later than taken out of service")
+}

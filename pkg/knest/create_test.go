@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/internal/knesttest"
 	"github.com/knest-dev/knest/pkg/knest"
 )
 
@@ -35,7 +36,7 @@ func TestCreateRefusesAClusterThatExists(t *testing.T) {
 	ns := newNamespace(t)
 	c, out := newClient(t)
 	g.Expect(c.Create(t.Context(), demoCluster(ns, pool("workers", 1)))).To(Succeed())
-	g.Expect(lines(out.String())).To(ContainElement("✓ cluster demo created in namespace " + ns))
+	g.Expect(knesttest.Lines(out.String())).To(ContainElement("✓ cluster demo created in namespace " + ns))
 
 	err := c.Create(t.Context(), demoCluster(ns, pool("workers", 2)))
 	g.Expect(err).To(MatchError("cluster demo already exists in namespace " + ns + "; scale or delete it, or pick another name"))
@@ -55,7 +56,7 @@ func TestCreateWaitsUntilReady(t *testing.T) {
 		nc.Status.ObservedGeneration = nc.Generation
 		nc.Status.Phase = knestv1.PhaseProvisioning
 		nc.Status.ControlPlane = knestv1.ReplicaStatus{Desired: 1}
-		nc.Status.Conditions = []metav1.Condition{condition(knestv1.ReadyCondition, metav1.ConditionFalse, knestv1.WaitingForInfraReason, "waiting for the API endpoint")}
+		nc.Status.Conditions = []metav1.Condition{knesttest.Condition(knestv1.ReadyCondition, metav1.ConditionFalse, knestv1.WaitingForInfraReason, "waiting for the API endpoint")}
 	})
 	setStatus(t, key, func(nc *knestv1.NestedCluster) {
 		nc.Status.Endpoint = "https://10.96.0.20:6443"
@@ -65,12 +66,12 @@ func TestCreateWaitsUntilReady(t *testing.T) {
 		nc.Status.Workers = []knestv1.PoolStatus{{Name: "workers", ReplicaStatus: knestv1.ReplicaStatus{Desired: 2}}}
 	})
 	g.Consistently(done, time.Second).ShouldNot(Receive(), "not ready while workers are missing")
-	setStatus(t, key, ready)
+	setStatus(t, key, knesttest.Ready)
 
 	var err error
 	g.Eventually(done, 30*time.Second).Should(Receive(&err))
 	g.Expect(err).NotTo(HaveOccurred(), out.String())
-	g.Expect(lines(out.String())).To(ContainElements(
+	g.Expect(knesttest.Lines(out.String())).To(ContainElements(
 		"✓ cluster demo created in namespace "+ns,
 		"✓ endpoint https://10.96.0.20:6443",
 		"✓ control plane 1/1 ready",
@@ -91,9 +92,9 @@ func TestCreateTimesOutNamingTheBlockingCondition(t *testing.T) {
 		nc.Status.ObservedGeneration = nc.Generation
 		nc.Status.Phase = knestv1.PhaseProvisioning
 		nc.Status.Conditions = []metav1.Condition{
-			condition(knestv1.ReadyCondition, metav1.ConditionFalse, knestv1.WaitingForControlPlaneReason, "the control plane is not ready"),
-			condition(knestv1.InfrastructureReadyCondition, metav1.ConditionTrue, knestv1.ReadyReason, ""),
-			condition(knestv1.ControlPlaneReadyCondition, metav1.ConditionFalse, knestv1.WaitingForInfraReason, "VM demo-cp-x7k2p is not running: ErrImagePull"),
+			knesttest.Condition(knestv1.ReadyCondition, metav1.ConditionFalse, knestv1.WaitingForControlPlaneReason, "the control plane is not ready"),
+			knesttest.Condition(knestv1.InfrastructureReadyCondition, metav1.ConditionTrue, knestv1.ReadyReason, ""),
+			knesttest.Condition(knestv1.ControlPlaneReadyCondition, metav1.ConditionFalse, knestv1.WaitingForInfraReason, "VM demo-cp-x7k2p is not running: ErrImagePull"),
 		}
 	})
 
@@ -117,7 +118,7 @@ func TestCreateFailsWhenPhaseFailed(t *testing.T) {
 		nc.Status.ObservedGeneration = nc.Generation
 		nc.Status.Phase = knestv1.PhaseFailed
 		nc.Status.Conditions = []metav1.Condition{
-			condition(knestv1.ReadyCondition, metav1.ConditionFalse, knestv1.ClusterFailedReason, "kubeadm init failed on demo-cp-x7k2p"),
+			knesttest.Condition(knestv1.ReadyCondition, metav1.ConditionFalse, knestv1.ClusterFailedReason, "kubeadm init failed on demo-cp-x7k2p"),
 		}
 	})
 

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/internal/knesttest"
 	"github.com/knest-dev/knest/pkg/knest"
 )
 
@@ -51,7 +52,7 @@ func TestDeleteRequestsEveryDeletionAndReportsEachError(t *testing.T) {
 	g.Expect(c.Delete(t.Context(), ns, []string{"one", "two"}, knest.DeleteWithWait(time.Minute))).To(Succeed())
 	g.Expect(gone(t, one)).To(BeTrue())
 	g.Expect(gone(t, two)).To(BeTrue())
-	g.Expect(lines(out.String())).To(ContainElements("✓ cluster one deleted", "✓ cluster two deleted"))
+	g.Expect(knesttest.Lines(out.String())).To(ContainElements("✓ cluster one deleted", "✓ cluster two deleted"))
 
 	g.Expect(c.Delete(t.Context(), ns, []string{"one"})).To(MatchError("cluster one not found in namespace " + ns))
 	g.Expect(c.Delete(t.Context(), ns, []string{"one"}, knest.DeleteIgnoreNotFound(true))).To(Succeed())
@@ -80,7 +81,7 @@ func TestDeleteWaitsForTheFinalizer(t *testing.T) {
 	var err error
 	g.Eventually(done, 30*time.Second).Should(Receive(&err))
 	g.Expect(err).NotTo(HaveOccurred(), out.String())
-	g.Expect(lines(out.String())).To(ContainElement("✓ cluster demo deleted"))
+	g.Expect(knesttest.Lines(out.String())).To(ContainElement("✓ cluster demo deleted"))
 	g.Expect(gone(t, key)).To(BeTrue())
 }
 
@@ -98,6 +99,6 @@ func TestDeleteTimesOut(t *testing.T) {
 	// Without a wait Delete returns once the deletion is requested.
 	c, out = newClient(t)
 	g.Expect(c.Delete(t.Context(), ns, []string{"demo"})).To(Succeed())
-	g.Expect(lines(out.String())).To(Equal([]string{"✓ deletion of cluster demo requested"}))
+	g.Expect(knesttest.Lines(out.String())).To(Equal([]string{"✓ deletion of cluster demo requested"}))
 	g.Expect(gone(t, key)).To(BeFalse())
 }

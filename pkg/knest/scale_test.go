@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/internal/knesttest"
 	"github.com/knest-dev/knest/pkg/knest"
 	"github.com/knest-dev/knest/pkg/kubever"
 	"github.com/knest-dev/knest/pkg/scale"
@@ -118,7 +119,7 @@ func TestScaleWaitsForTheNewSize(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	key := createCluster(t, ns, pool("workers", 1))
-	setStatus(t, key, ready)
+	setStatus(t, key, knesttest.Ready)
 	c, out := newClient(t)
 
 	done := make(chan error, 1)
@@ -130,13 +131,13 @@ func TestScaleWaitsForTheNewSize(t *testing.T) {
 	// The old status (generation 1, 1/1 ready) must not count as converged.
 	g.Consistently(done, time.Second).ShouldNot(Receive())
 	setStatus(t, key, func(nc *knestv1.NestedCluster) {
-		ready(nc)
+		knesttest.Ready(nc)
 		nc.Status.Workers[0].Ready = 2
 		nc.Status.Phase = knestv1.PhaseScaling
-		nc.Status.Conditions[0] = condition(knestv1.ReadyCondition, metav1.ConditionFalse, knestv1.ScalingUpReason, "2 of 3 workers ready")
+		nc.Status.Conditions[0] = knesttest.Condition(knestv1.ReadyCondition, metav1.ConditionFalse, knestv1.ScalingUpReason, "2 of 3 workers ready")
 	})
 	g.Consistently(done, time.Second).ShouldNot(Receive())
-	setStatus(t, key, ready)
+	setStatus(t, key, knesttest.Ready)
 
 	g.Eventually(done, 30*time.Second).Should(Receive(BeNil()))
 	g.Expect(out.String()).To(And(ContainSubstring("✓ workers 3/3 ready"), ContainSubstring("✓ cluster demo is ready")))
@@ -147,7 +148,7 @@ func TestScaleTimeoutSaysWhatStaysAndHowToUndoIt(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	key := createCluster(t, ns, pool("workers", 1), pool("gpu", 2))
-	setStatus(t, key, ready)
+	setStatus(t, key, knesttest.Ready)
 	c, _ := newClient(t)
 
 	_, err := c.Scale(t.Context(), key, scale.Request{Workers: ptr.To[int32](3), Pools: map[string]int32{"gpu": 0}}, knest.ScaleWithWait(2*time.Second))

@@ -12,12 +12,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
-	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/internal/knesttest"
 	"github.com/knest-dev/knest/pkg/knest"
 	"github.com/knest-dev/knest/pkg/kubever"
 	"github.com/knest-dev/knest/pkg/upgrade"
@@ -113,7 +112,7 @@ func TestUpgradeHoldsAndReleasesPools(t *testing.T) {
 
 	_, err := c.Upgrade(t.Context(), key, upgrade.Request{Version: "v1.33.0", HoldPools: []string{"gpu"}})
 	g.Expect(err).NotTo(HaveOccurred(), out.String())
-	g.Expect(lines(out.String())).To(ContainElement("✓ cluster demo upgrading: control plane v1.32.4 -> v1.33.0, pool gpu held at v1.32.4"))
+	g.Expect(knesttest.Lines(out.String())).To(ContainElement("✓ cluster demo upgrading: control plane v1.32.4 -> v1.33.0, pool gpu held at v1.32.4"))
 	nc := getCluster(g, t.Context(), key)
 	g.Expect(versions(nc)).To(Equal(map[string]string{"": "v1.33.0", "workers": "", "gpu": "v1.32.4"}))
 	g.Expect(nc.Spec.Workers[1].Memory).To(Equal(before.Spec.Workers[1].Memory), "the rest of the spec is untouched")
@@ -121,7 +120,7 @@ func TestUpgradeHoldsAndReleasesPools(t *testing.T) {
 	// A held pool not named stays held, and Upgrade says how to release it.
 	_, err = c.Upgrade(t.Context(), key, upgrade.Request{Version: "v1.34.0"})
 	g.Expect(err).NotTo(HaveOccurred(), out.String())
-	g.Expect(lines(out.String())).To(ContainElements(
+	g.Expect(knesttest.Lines(out.String())).To(ContainElements(
 		"✓ cluster demo upgrading: control plane v1.33.0 -> v1.34.0",
 		"• pool gpu stays held at v1.32.4; to let it follow: knest upgrade demo -n "+ns+" --version v1.34.0 --release-pool gpu"))
 	_, err = c.Upgrade(t.Context(), key, upgrade.Request{Version: "v1.35.0"})
@@ -143,7 +142,7 @@ func TestUpgradeHoldsAndReleasesPools(t *testing.T) {
 	// Releasing at the same version is a change.
 	_, err = c.Upgrade(t.Context(), key, upgrade.Request{Version: "v1.35.0", ReleasePools: []string{"gpu"}})
 	g.Expect(err).NotTo(HaveOccurred(), out.String())
-	g.Expect(lines(out.String())).To(ContainElement("✓ cluster demo upgrading: pool gpu released to follow v1.35.0"))
+	g.Expect(knesttest.Lines(out.String())).To(ContainElement("✓ cluster demo upgrading: pool gpu released to follow v1.35.0"))
 	g.Expect(versions(getCluster(g, t.Context(), key))).To(Equal(map[string]string{"": "v1.35.0", "workers": "", "gpu": ""}))
 	_, err = c.Upgrade(t.Context(), key, upgrade.Request{Version: "v1.35.0"})
 	g.Expect(err).To(MatchError("cluster demo already asks for v1.35.0; nothing to upgrade"))
@@ -238,25 +237,7 @@ func TestUpgradeGoesOnWhenTheNodeImageListIsForbidden(t *testing.T) {
 // would while it rolls; ready joins its Node and reports it Ready.
 func upgradeMachine(t *testing.T, ns, clusterName, pool, name, version string, ready bool, finalizers ...string) {
 	t.Helper()
-	g := NewWithT(t)
-	labels := map[string]string{clusterv1.ClusterNameLabel: clusterName, knestv1.ClusterNameLabel: clusterName, knestv1.PoolNameLabel: pool}
-	if pool == knestv1.ControlPlanePool {
-		labels[clusterv1.MachineControlPlaneLabel] = ""
-	} else {
-		labels[clusterv1.MachineDeploymentNameLabel] = cluster.PoolName(clusterName, pool)
-	}
-	m := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels, Finalizers: finalizers},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: clusterName,
-			Version:     version,
-			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "KubevirtMachine", Name: name,
-			},
-		},
-	}
-	g.Expect(env.Client.Create(t.Context(), m)).To(Succeed())
+	knesttest.CreateMachine(t, env.Client, ns, clusterName, pool, name, version, finalizers...)
 	if ready {
 		setMachineReady(t, ns, name)
 	}
@@ -264,14 +245,7 @@ func upgradeMachine(t *testing.T, ns, clusterName, pool, name, version string, r
 
 func setMachineReady(t *testing.T, ns, name string) {
 	t.Helper()
-	g := NewWithT(t)
-	m := &clusterv1.Machine{}
-	g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, m)).To(Succeed())
-	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: name}
-	m.Status.NodeInfo = &corev1.NodeSystemInfo{KubeletVersion: m.Spec.Version}
-	m.Status.Conditions = []metav1.Condition{{Type: clusterv1.MachineNodeReadyCondition, Status: metav1.ConditionTrue,
-		Reason: "NodeReady", LastTransitionTime: metav1.Now()}}
-	g.Expect(env.Client.Status().Update(t.Context(), m)).To(Succeed())
+	knesttest.JoinNode(t, env.Client, ns, name, true)
 }
 
 func deleteMachine(t *testing.T, ns, name string) {
@@ -294,7 +268,7 @@ func TestUpgradeWaitsAndReportsEachMachine(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	key := createAt(t, ns, "demo", "v1.34.4", pool("workers", 1))
-	setStatus(t, key, ready)
+	setStatus(t, key, knesttest.Ready)
 	const drain = "test.knest.dev/drain"
 	upgradeMachine(t, ns, "demo", knestv1.ControlPlanePool, "demo-cp-old", "v1.34.4", true)
 	upgradeMachine(t, ns, "demo", "workers", "demo-workers-old", "v1.34.4", true, drain)
@@ -309,7 +283,7 @@ func TestUpgradeWaitsAndReportsEachMachine(t *testing.T) {
 		done <- err
 	}()
 	g.Eventually(func() string { return getCluster(g, t.Context(), key).Spec.Version }, 10*time.Second).Should(Equal("v1.35.4"))
-	// The old status (the previous generation, ready) must not end the wait.
+	// The old status (the previous generation, knesttest.Ready) must not end the wait.
 	g.Consistently(done, time.Second).ShouldNot(Receive())
 
 	// Cluster API surges a new control-plane machine, which joins, then removes the old.
@@ -326,7 +300,7 @@ func TestUpgradeWaitsAndReportsEachMachine(t *testing.T) {
 	g.Eventually(out.String, 10*time.Second).Should(MatchRegexp(`✓ workers: machine demo-workers-old \(v1\.34\.4\) is being drained and removed \(after \d+s\)`))
 	// Status written while the pool still rolls does not end the wait either.
 	setStatus(t, key, func(nc *knestv1.NestedCluster) {
-		ready(nc)
+		knesttest.Ready(nc)
 		nc.Status.Workers[0].Current = 2
 		nc.Status.Workers[0].UpToDate = 1
 	})
@@ -335,13 +309,13 @@ func TestUpgradeWaitsAndReportsEachMachine(t *testing.T) {
 	g.Expect(env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "demo-workers-old"}, m)).To(Succeed())
 	m.Finalizers = nil
 	g.Expect(env.Client.Update(t.Context(), m)).To(Succeed())
-	setStatus(t, key, ready)
+	setStatus(t, key, knesttest.Ready)
 
 	var err error
 	g.Eventually(done, 30*time.Second).Should(Receive(&err))
 	g.Expect(err).NotTo(HaveOccurred(), out.String())
 	stderr := out.String()
-	got := lines(stderr)
+	got := knesttest.Lines(stderr)
 	g.Expect(got).To(ContainElement("✓ cluster demo upgrading: control plane v1.34.4 -> v1.35.4"))
 	g.Expect(stderr).To(MatchRegexp(`✓ workers: new machine demo-workers-new at v1\.35\.4 \(after \d+s\)`))
 	g.Expect(stderr).To(MatchRegexp(`✓ workers: node demo-workers-new ready at v1\.35\.4 \(after \d+s\)`))
@@ -368,7 +342,7 @@ func TestUpgradeTimeoutSaysWhatStaysBehind(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	key := createAt(t, ns, "demo", "v1.34.4", pool("workers", 1), pool("gpu", 1))
-	setStatus(t, key, ready)
+	setStatus(t, key, knesttest.Ready)
 	upgradeMachine(t, ns, "demo", knestv1.ControlPlanePool, "demo-cp-old", "v1.34.4", true)
 	upgradeMachine(t, ns, "demo", "workers", "demo-workers-old", "v1.34.4", true)
 	upgradeMachine(t, ns, "demo", "gpu", "demo-gpu-old", "v1.34.4", true)

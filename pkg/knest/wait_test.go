@@ -12,6 +12,7 @@ import (
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/internal/cli"
+	"github.com/knest-dev/knest/pkg/internal/knesttest"
 	"github.com/knest-dev/knest/pkg/knest"
 )
 
@@ -19,23 +20,23 @@ import (
 func TestWaitDecidesFromStatus(t *testing.T) {
 	failed := func(nc *knestv1.NestedCluster) {
 		nc.Status.Phase = knestv1.PhaseFailed
-		nc.Status.Conditions = []metav1.Condition{condition(knestv1.ReadyCondition, metav1.ConditionFalse, knestv1.ClusterFailedReason, "kubeadm init failed")}
+		nc.Status.Conditions = []metav1.Condition{knesttest.Condition(knestv1.ReadyCondition, metav1.ConditionFalse, knestv1.ClusterFailedReason, "kubeadm init failed")}
 	}
 	tests := []struct {
 		name   string
 		mutate func(*knestv1.NestedCluster)
 		want   string // "" is ready
 	}{
-		{"ready", ready, ""},
+		{"ready", knesttest.Ready, ""},
 		{"no status yet", func(*knestv1.NestedCluster) {}, "timed out after 2s waiting for cluster demo to be ready: the knest controller has not reported any status for it"},
-		{"ready, but for an older generation", func(nc *knestv1.NestedCluster) { ready(nc); nc.Status.ObservedGeneration = nc.Generation - 1 }, "timed out after 2s"},
-		{"failed", func(nc *knestv1.NestedCluster) { ready(nc); failed(nc) }, "cluster demo failed: condition Ready is False, reason ClusterFailed: kubeadm init failed"},
+		{"ready, but for an older generation", func(nc *knestv1.NestedCluster) { knesttest.Ready(nc); nc.Status.ObservedGeneration = nc.Generation - 1 }, "timed out after 2s"},
+		{"failed", func(nc *knestv1.NestedCluster) { knesttest.Ready(nc); failed(nc) }, "cluster demo failed: condition Ready is False, reason ClusterFailed: kubeadm init failed"},
 		{"failed, for an older generation", func(nc *knestv1.NestedCluster) {
-			ready(nc)
+			knesttest.Ready(nc)
 			failed(nc)
 			nc.Status.ObservedGeneration = nc.Generation - 1
 		}, "timed out after 2s"},
-		{"paused", func(nc *knestv1.NestedCluster) { ready(nc); nc.Spec.Paused = true }, "cluster demo is paused"},
+		{"paused", func(nc *knestv1.NestedCluster) { knesttest.Ready(nc); nc.Spec.Paused = true }, "cluster demo is paused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,7 +45,7 @@ func TestWaitDecidesFromStatus(t *testing.T) {
 				Spec: knestv1.NestedClusterSpec{ControlPlane: knestv1.ControlPlaneSpec{Replicas: 1},
 					Workers: []knestv1.WorkerPool{pool("workers", 1)}}}
 			tt.mutate(nc)
-			out := &syncBuffer{}
+			out := &knesttest.SyncBuffer{}
 			c := knest.NewClient(fake.NewClientBuilder().WithScheme(knest.Scheme()).WithObjects(nc).Build(),
 				knest.WithLogger(cli.NewLogger(out, 0).Logr()), knest.WithPollInterval(100*time.Millisecond))
 

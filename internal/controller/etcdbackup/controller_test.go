@@ -18,13 +18,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/backup"
 )
 
 // giveEtcdCA makes the cluster's CAs as KubeadmControlPlane (or the hosted
 // controller) would, which the backup client certificate is signed by.
 func giveEtcdCA(g Gomega, nc *knestv1.NestedCluster) []byte {
-	get(g, nc)
+	env.Get(g, nc)
 	certs := secret.NewCertificatesForInitialControlPlane(&bootstrapv1.ClusterConfiguration{})
 	owner := *metav1.NewControllerRef(nc, knestv1.GroupVersion.WithKind("NestedCluster"))
 	g.Expect(certs.LookupOrGenerate(context.Background(), env.Client, client.ObjectKeyFromObject(nc), owner)).To(Succeed())
@@ -63,8 +64,8 @@ func TestBackupsAreScheduledForEveryCluster(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	ns := namespace(t, g)
-	nc := newCluster(ns, "bk")
+	ns := namespace(t)
+	nc := testenv.NestedCluster(ns, "bk")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 
 	// Nothing before the etcd CA exists: the client certificate needs it.
@@ -75,7 +76,7 @@ func TestBackupsAreScheduledForEveryCluster(t *testing.T) {
 	caPEM := giveEtcdCA(g, nc)
 
 	g.Eventually(func(g Gomega) {
-		get(g, cj)
+		env.Get(g, cj)
 		// The API server took the schedule the interval became.
 		g.Expect(cj.Spec.Schedule).To(Equal("@every 1h0m0s"))
 		g.Expect(*cj.Spec.Suspend).To(BeFalse())
@@ -114,7 +115,7 @@ func TestBackupsAreScheduledForEveryCluster(t *testing.T) {
 	rv := cj.ResourceVersion
 	update(g, nc, func(nc *knestv1.NestedCluster) { metav1.SetMetaDataAnnotation(&nc.ObjectMeta, "touched", "1") })
 	g.Consistently(func(g Gomega) {
-		get(g, cj)
+		env.Get(g, cj)
 		g.Expect(cj.ResourceVersion).To(Equal(rv))
 	}, 2*time.Second, interval).Should(Succeed())
 
@@ -124,7 +125,7 @@ func TestBackupsAreScheduledForEveryCluster(t *testing.T) {
 		nc.Spec.Backup.Keep = 3
 	})
 	g.Eventually(func(g Gomega) {
-		get(g, cj)
+		env.Get(g, cj)
 		g.Expect(*cj.Spec.Suspend).To(BeTrue())
 		g.Expect(cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--keep=3"))
 	}, timeout, interval).Should(Succeed())
@@ -134,8 +135,8 @@ func TestBackupStatusFollowsTheJobsPods(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	ns := namespace(t, g)
-	nc := newCluster(ns, "bks")
+	ns := namespace(t)
+	nc := testenv.NestedCluster(ns, "bks")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	giveEtcdCA(g, nc)
 
@@ -144,7 +145,7 @@ func TestBackupStatusFollowsTheJobsPods(t *testing.T) {
 	finishBackupPod(g, nc, "b-1", 0, result(g, first, first), t0.Add(-time.Hour))
 	finishBackupPod(g, nc, "b-2", 0, result(g, second, first, second), t0)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		b := nc.Status.Backup
 		g.Expect(b.LastSnapshot).NotTo(BeNil())
 		g.Expect(b.LastSnapshot.Name).To(Equal(second), "the newest")
@@ -158,7 +159,7 @@ func TestBackupStatusFollowsTheJobsPods(t *testing.T) {
 	// A Job's end brings the cluster back; here no Job ends, a touch does.
 	update(g, nc, func(nc *knestv1.NestedCluster) { metav1.SetMetaDataAnnotation(&nc.ObjectMeta, "touched", "1") })
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Backup.LastFailure).To(ContainSubstring("context deadline exceeded"))
 		g.Expect(nc.Status.Backup.LastSnapshot.Name).To(Equal(second))
 	}, timeout, interval).Should(Succeed())
@@ -172,7 +173,7 @@ func TestBackupStatusFollowsTheJobsPods(t *testing.T) {
 	// A Job's end brings the cluster back; here no Job ends, a touch does.
 	update(g, nc, func(nc *knestv1.NestedCluster) { metav1.SetMetaDataAnnotation(&nc.ObjectMeta, "touched", "2") })
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Backup.LastSnapshot.Name).To(Equal(third))
 		g.Expect(nc.Status.Backup.Snapshots).To(Equal([]string{second, third}))
 		g.Expect(nc.Status.Backup.LastFailure).To(BeEmpty(), "a snapshot after the failure clears it")
@@ -184,7 +185,7 @@ func ptrTo[T any](v T) *T { return &v }
 func TestBackupSettingsAreValidated(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	ns := namespace(t, g)
+	ns := namespace(t)
 	for _, tc := range []struct {
 		name   string
 		backup knestv1.BackupSpec
@@ -194,15 +195,15 @@ func TestBackupSettingsAreValidated(t *testing.T) {
 		{"keep", knestv1.BackupSpec{Keep: 501}, "spec.backup.keep"},
 		{"size", knestv1.BackupSpec{Size: ptrTo(resource.MustParse("100Mi"))}, "backup.size must be from 1Gi to 1Ti"},
 	} {
-		nc := newCluster(ns, "v-"+tc.name)
+		nc := testenv.NestedCluster(ns, "v-"+tc.name)
 		nc.Spec.Backup = tc.backup
 		err := env.Client.Create(ctx, nc)
 		g.Expect(err).To(HaveOccurred(), tc.name)
 		g.Expect(err.Error()).To(ContainSubstring(tc.want), tc.name)
 	}
-	nc := newCluster(ns, "v-immutable")
+	nc := testenv.NestedCluster(ns, "v-immutable")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
-	get(g, nc)
+	env.Get(g, nc)
 	nc.Spec.Backup.StorageClassName = "fast"
 	err := env.Client.Update(ctx, nc)
 	g.Expect(err).To(HaveOccurred())

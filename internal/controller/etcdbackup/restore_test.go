@@ -40,7 +40,7 @@ func withSnapshot(g Gomega, nc *knestv1.NestedCluster) string {
 	t0, _ := time.Parse("20060102T150405Z.db", snap)
 	finishBackupPod(g, nc, "b-1", 0, result(g, snap, snap), t0)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Backup.Snapshots).To(Equal([]string{snap}))
 	}, timeout, interval).Should(Succeed())
 	return snap
@@ -49,7 +49,7 @@ func withSnapshot(g Gomega, nc *knestv1.NestedCluster) string {
 // giveHostedControlPlane creates the HostedControlPlane the NestedCluster
 // controller renders for nc: a hosted restore stops and starts etcd through it.
 func giveHostedControlPlane(g Gomega, nc *knestv1.NestedCluster) *hcpv1.HostedControlPlane {
-	get(g, nc)
+	env.Get(g, nc)
 	graph, err := cluster.Render(nc, cluster.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 	hcp := graph.HostedControlPlane
@@ -78,8 +78,8 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	ns := namespace(t, g)
-	nc := newCluster(ns, "rh")
+	ns := namespace(t)
+	nc := testenv.NestedCluster(ns, "rh")
 	nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	snap := withSnapshot(g, nc)
@@ -90,7 +90,7 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 		metav1.SetMetaDataAnnotation(&nc.ObjectMeta, knestv1.RestoreFromAnnotation, "20261127T100000Z.db")
 	})
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Annotations).NotTo(HaveKey(knestv1.RestoreFromAnnotation))
 		g.Expect(nc.Status.Backup.Restore).NotTo(BeNil())
 		g.Expect(nc.Status.Backup.Restore.Phase).To(Equal(knestv1.RestoreFailed))
@@ -100,10 +100,10 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 	// Not done while the tenant's API answers as another cluster (a control plane
 	// still booting on the old data would): known as another one from the start.
 	kubeSystem := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem}}
-	get(g, kubeSystem)
+	env.Get(g, kubeSystem)
 	known := string(kubeSystem.UID)
 	g.Eventually(func() error {
-		get(g, nc)
+		env.Get(g, nc)
 		nc.Status.TenantID = "0f6b1f2e-0000-4000-8000-000000000000"
 		return env.Client.Status().Update(ctx, nc)
 	}, timeout, interval).Should(Succeed())
@@ -112,10 +112,10 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 	})
 	job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backup.RestoreJobName(nc.Name, 0)}}
 	g.Eventually(func(g Gomega) {
-		get(g, hcp)
+		env.Get(g, hcp)
 		g.Expect(hcp.Annotations).To(HaveKeyWithValue(hcpv1.EtcdStoppedAnnotation, snap), "etcd stopped first")
-		get(g, job)
-		get(g, nc)
+		env.Get(g, job)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Backup.Restore.Phase).To(Equal(knestv1.RestoreRunning))
 		g.Expect(nc.Status.Backup.Restore.Message).To(ContainSubstring("Restoring with Job"))
 	}, timeout, interval).Should(Succeed())
@@ -126,30 +126,30 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 	g.Expect(jobClaims(job)).To(ConsistOf("rh-etcd-backups", "data-rh-etcd-0"))
 	// No scheduled snapshot of an etcd being replaced.
 	cj := &batchv1.CronJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backup.CronJobName(nc.Name)}}
-	get(g, cj)
+	env.Get(g, cj)
 	g.Expect(*cj.Spec.Suspend).To(BeTrue())
 
 	completeJob(g, job, false)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Backup.Restore.Phase).To(Equal(knestv1.RestoreRunning))
 		g.Expect(nc.Status.Backup.Restore.Message).To(ContainSubstring("answers as another cluster"))
-		get(g, hcp)
+		env.Get(g, hcp)
 		g.Expect(hcp.Annotations).NotTo(HaveKey(hcpv1.EtcdStoppedAnnotation), "etcd runs again meanwhile")
 	}, timeout, interval).Should(Succeed())
 	g.Eventually(func() error {
-		get(g, nc)
+		env.Get(g, nc)
 		nc.Status.TenantID = known
 		return env.Client.Status().Update(ctx, nc)
 	}, timeout, interval).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Annotations).NotTo(HaveKey(knestv1.RestoreFromAnnotation))
 		g.Expect(nc.Status.Backup.Restore.Phase).To(Equal(knestv1.RestoreSucceeded))
 		g.Expect(nc.Status.Backup.Restore.FinishedAt).NotTo(BeNil())
-		get(g, hcp)
+		env.Get(g, hcp)
 		g.Expect(hcp.Annotations).NotTo(HaveKey(hcpv1.EtcdStoppedAnnotation), "etcd starts again")
-		get(g, cj)
+		env.Get(g, cj)
 		g.Expect(*cj.Spec.Suspend).To(BeFalse())
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(job), job)
 		g.Expect(apierrors.IsNotFound(err) || !job.DeletionTimestamp.IsZero()).To(BeTrue(), "the Job goes")
@@ -162,16 +162,16 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 		metav1.SetMetaDataAnnotation(&nc.ObjectMeta, knestv1.RestoreFromAnnotation, snap)
 	})
 	g.Eventually(func(g Gomega) {
-		get(g, job)
-		get(g, nc)
+		env.Get(g, job)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Backup.Restore.Phase).To(Equal(knestv1.RestoreRunning))
 	}, timeout, interval).Should(Succeed())
 	completeJob(g, job, true)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Backup.Restore.Phase).To(Equal(knestv1.RestoreFailed))
 		g.Expect(nc.Status.Backup.Restore.Message).To(ContainSubstring("etcd started again on its old data"))
-		get(g, hcp)
+		env.Get(g, hcp)
 		g.Expect(hcp.Annotations).NotTo(HaveKey(hcpv1.EtcdStoppedAnnotation))
 	}, timeout, interval).Should(Succeed())
 }
@@ -183,8 +183,8 @@ func TestHostedRestoreOfThreeMembers(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	ns := namespace(t, g)
-	nc := newCluster(ns, "r3")
+	ns := namespace(t)
+	nc := testenv.NestedCluster(ns, "r3")
 	nc.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
 	nc.Spec.ControlPlane.Etcd.Members = 3
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
@@ -202,9 +202,9 @@ func TestHostedRestoreOfThreeMembers(t *testing.T) {
 		metav1.SetMetaDataAnnotation(&nc.ObjectMeta, knestv1.RestoreFromAnnotation, snap)
 	})
 	g.Eventually(func(g Gomega) {
-		get(g, hcp)
+		env.Get(g, hcp)
 		g.Expect(hcp.Annotations).To(HaveKeyWithValue(hcpv1.EtcdStoppedAnnotation, snap))
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Backup.Restore).NotTo(BeNil())
 		g.Expect(nc.Status.Backup.Restore.Message).To(Equal("Waiting for etcd's pods to stop (1 left)"))
 	}, timeout, interval).Should(Succeed())
@@ -218,12 +218,12 @@ func TestHostedRestoreOfThreeMembers(t *testing.T) {
 	g.Eventually(func(g Gomega) {
 		g.Expect(env.Client.List(ctx, jobs, client.InNamespace(ns), client.MatchingLabels(backup.Selector(nc.Name, backup.ComponentRestore)))).To(Succeed())
 		g.Expect(jobs.Items).To(HaveLen(3))
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Backup.Restore.Message).To(Equal("Restoring 3 etcd members, a Job each"))
 	}, timeout, interval).Should(Succeed())
 	for i := range 3 {
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backup.RestoreJobName(nc.Name, i)}}
-		get(g, job)
+		env.Get(g, job)
 		m := hosted.EtcdMember(nc.Name, ns, i)
 		g.Expect(job.Spec.Template.Spec.Containers[0].Args).To(ContainElements("--snapshot=/backups/"+snap, "--name="+m.Name, "--peer-url="+m.PeerURL, initial))
 		g.Expect(jobClaims(job)).To(ConsistOf("r3-etcd-backups", hosted.EtcdClaimName(nc.Name, i)))
@@ -231,7 +231,7 @@ func TestHostedRestoreOfThreeMembers(t *testing.T) {
 			completeJob(g, job, false)
 			// Not done while a member's Job runs: etcd stays stopped.
 			g.Consistently(func(g Gomega) {
-				get(g, hcp)
+				env.Get(g, hcp)
 				g.Expect(hcp.Annotations).To(HaveKey(hcpv1.EtcdStoppedAnnotation))
 			}, time.Second, interval).Should(Succeed())
 		} else {
@@ -239,10 +239,10 @@ func TestHostedRestoreOfThreeMembers(t *testing.T) {
 		}
 	}
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Backup.Restore.Phase).To(Equal(knestv1.RestoreFailed))
 		g.Expect(nc.Status.Backup.Restore.Message).To(ContainSubstring("Job r3-etcd-restore-2 failed, and etcd started again on what its Jobs left: restore again"))
-		get(g, hcp)
+		env.Get(g, hcp)
 		g.Expect(hcp.Annotations).NotTo(HaveKey(hcpv1.EtcdStoppedAnnotation))
 	}, timeout, interval).Should(Succeed())
 }
@@ -251,8 +251,8 @@ func TestVMRestoreNeedsOneControlPlaneNode(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	ns := namespace(t, g)
-	nc := newCluster(ns, "rv")
+	ns := namespace(t)
+	nc := testenv.NestedCluster(ns, "rv")
 	nc.Spec.ControlPlane.Replicas = 3
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	snap := withSnapshot(g, nc)
@@ -260,7 +260,7 @@ func TestVMRestoreNeedsOneControlPlaneNode(t *testing.T) {
 		metav1.SetMetaDataAnnotation(&nc.ObjectMeta, knestv1.RestoreFromAnnotation, snap)
 	})
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Annotations).NotTo(HaveKey(knestv1.RestoreFromAnnotation))
 		r := nc.Status.Backup.Restore
 		g.Expect(r).NotTo(BeNil())

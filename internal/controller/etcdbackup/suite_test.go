@@ -8,13 +8,10 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/controller/etcdbackup"
@@ -38,51 +35,26 @@ func TestMain(m *testing.M) {
 // startController runs the backup controller until the test ends.
 func startController(t *testing.T) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:  env.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"},
-		// As knest's manager (internal/manager): Secrets are read uncached.
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
+	// As knest's manager (internal/manager): Secrets are read uncached.
+	opts := ctrl.Options{Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}}
+	env.StartManager(t, opts, func(mgr ctrl.Manager, copts controller.Options) error {
+		r := &etcdbackup.Reconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Image: testToolImage,
+			Tenants: &tenant.KubeconfigReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second, Every: 5 * time.Second},
+		}
+		return r.SetupWithManager(mgr, copts)
 	})
-	if err != nil {
-		t.Fatalf("failed to create manager: %v", err)
-	}
-	r := &etcdbackup.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Image: testToolImage,
-		Tenants: &tenant.KubeconfigReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second, Every: 5 * time.Second},
-	}
-	// Each test builds a manager of its own; controller-runtime would refuse the name twice.
-	if err := r.SetupWithManager(mgr, controller.Options{SkipNameValidation: ptr.To(true)}); err != nil {
-		t.Fatalf("failed to set up the controller: %v", err)
-	}
-	testenv.RunManager(t, mgr)
 }
 
 // namespace creates a tenant namespace of the test's own.
-func namespace(t *testing.T, g Gomega) string {
+func namespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-", Labels: map[string]string{knestv1.TenantNamespaceLabel: "true"}}}
-	g.Expect(env.Client.Create(context.Background(), ns)).To(Succeed())
-	return ns.Name
-}
-
-func newCluster(ns, name string) *knestv1.NestedCluster {
-	return &knestv1.NestedCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: knestv1.NestedClusterSpec{Workers: []knestv1.WorkerPool{
-			{Name: "workers"},
-		}},
-	}
-}
-
-// get reads obj fresh from the API server.
-func get(g Gomega, obj client.Object) {
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	return testenv.CreateTenantNamespace(t, env.Client, "t-")
 }
 
 func update(g Gomega, nc *knestv1.NestedCluster, mutate func(*knestv1.NestedCluster)) {
 	g.Eventually(func() error {
-		get(g, nc)
+		env.Get(g, nc)
 		mutate(nc)
 		return env.Client.Update(context.Background(), nc)
 	}, timeout, interval).Should(Succeed())

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/vmtemplate"
 )
@@ -22,12 +23,12 @@ func TestControlPlaneVMGetsItsEtcdDisk(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	ns := namespace(t, g)
-	nc := newCluster(ns, "disk")
+	ns := namespace(t)
+	nc := testenv.NestedCluster(ns, "disk")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	// The templates as the NestedCluster controller renders them, with the API
 	// server's defaults.
-	get(g, nc)
+	env.Get(g, nc)
 	graph, err := cluster.Render(nc, cluster.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 
@@ -47,7 +48,7 @@ func TestControlPlaneVMGetsItsEtcdDisk(t *testing.T) {
 
 	pvc := &corev1.PersistentVolumeClaim{}
 	g.Eventually(func(g Gomega) {
-		get(g, cp)
+		env.Get(g, cp)
 		g.Expect(cp.Spec.RunStrategy).To(HaveValue(Equal(kubevirtv1.RunStrategyAlways)))
 		g.Expect(cp.Spec.Template.Spec.Volumes).To(ContainElement(And(HaveField("Name", vmtemplate.EtcdDiskName),
 			HaveField("PersistentVolumeClaim.ClaimName", "disk-cp-abcde-etcd"))))
@@ -59,7 +60,7 @@ func TestControlPlaneVMGetsItsEtcdDisk(t *testing.T) {
 	g.Expect(pvc.Spec.StorageClassName).To(BeNil(), "the host's default class")
 	g.Expect(pvc.Labels).To(HaveKeyWithValue(knestv1.ClusterNameLabel, "disk"))
 
-	get(g, worker)
+	env.Get(g, worker)
 	g.Expect(vmtemplate.HasEtcdDisk(worker)).To(BeFalse())
 	g.Expect(worker.Spec.RunStrategy).To(HaveValue(Equal(kubevirtv1.RunStrategyAlways)))
 

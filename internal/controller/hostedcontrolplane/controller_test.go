@@ -49,14 +49,10 @@ func startManager(t *testing.T) {
 	testenv.RunManager(t, mgr)
 }
 
-func get(g Gomega, obj client.Object) {
-	g.Expect(env().Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
-}
-
 var newControlPlane = hostedcontrolplane.NewControlPlane
 
 func available(g Gomega, hcp *hcpv1.HostedControlPlane) *metav1.Condition {
-	get(g, hcp)
+	env().Get(g, hcp)
 	c := conditions.Get(hcp, hcpv1.AvailableCondition)
 	g.Expect(c).NotTo(BeNil(), "no Available condition yet")
 	return c
@@ -66,14 +62,14 @@ func available(g Gomega, hcp *hcpv1.HostedControlPlane) *metav1.Condition {
 // controllers would once the pods are ready.
 func etcdReady(g Gomega, ns, name string) {
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hosted.EtcdName(name)}}
-	get(g, sts)
+	env().Get(g, sts)
 	sts.Status = appsv1.StatefulSetStatus{ObservedGeneration: sts.Generation, Replicas: 1, ReadyReplicas: 1, CurrentReplicas: 1, UpdatedReplicas: 1, AvailableReplicas: 1}
 	g.Expect(env().Client.Status().Update(context.Background(), sts)).To(Succeed())
 }
 
 func apiServersRolledOut(g Gomega, ns, name string) {
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hosted.DeploymentName(name)}}
-	get(g, d)
+	env().Get(g, d)
 	n := ptr.Deref(d.Spec.Replicas, 1)
 	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n}
 	g.Expect(env().Client.Status().Update(context.Background(), d)).To(Succeed())
@@ -99,8 +95,8 @@ func TestControlPlaneComesUpThroughItsContract(t *testing.T) {
 
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hosted.ServiceName(c.Name)}}
 	g.Eventually(func(g Gomega) {
-		get(g, svc)
-		get(g, hcp)
+		env().Get(g, svc)
+		env().Get(g, hcp)
 		g.Expect(svc.Spec.ClusterIP).NotTo(BeEmpty())
 		g.Expect(hcp.Spec.ControlPlaneEndpoint).To(Equal(clusterv1.APIEndpoint{Host: svc.Spec.ClusterIP, Port: hosted.APIServerPort}))
 		g.Expect(available(g, hcp).Reason).To(Equal(hcpv1.WaitingForEtcdReason))
@@ -144,7 +140,7 @@ func TestControlPlaneComesUpThroughItsContract(t *testing.T) {
 
 	for _, p := range purposes[:4] { // the kubeconfig's client certificate is renewed near its end
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret.Name(c.Name, p)}}
-		get(g, s)
+		env().Get(g, s)
 		g.Expect(madeSecret{uid: string(s.UID), crt: string(s.Data[secret.TLSCrtDataName])}).To(Equal(made[p]), "%s made anew", s.Name)
 	}
 
@@ -160,7 +156,7 @@ func TestControlPlaneComesUpThroughItsContract(t *testing.T) {
 	for _, kind := range []string{"HostedControlPlane/" + hcp.Name, "PodDisruptionBudget/" + hosted.EtcdName(c.Name), "NetworkPolicy/" + hosted.APIPolicyName(c.Name)} {
 		g.Expect(before).To(HaveKey(kind))
 	}
-	get(g, c)
+	env().Get(g, c)
 	c.Annotations = map[string]string{"knest.dev/test": "poke"}
 	g.Expect(env().Client.Update(context.Background(), c)).To(Succeed())
 	time.Sleep(3 * time.Second)
@@ -201,9 +197,9 @@ func TestObservedGenerationOnlyOnSuccess(t *testing.T) {
 	startManager(t)
 	c, hcp := newControlPlane(t, g, "gen")
 	g.Eventually(func(g Gomega) {
-		get(g, hcp)
+		env().Get(g, hcp)
 		g.Expect(hcp.Status.ObservedGeneration).To(Equal(hcp.Generation))
-		get(g, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: hosted.DeploymentName(c.Name)}})
+		env().Get(g, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: hosted.DeploymentName(c.Name)}})
 	}, timeout, interval).Should(Succeed())
 	observed := hcp.Generation
 
@@ -250,7 +246,7 @@ func TestObservedGenerationOnlyOnSuccess(t *testing.T) {
 		MatchError(ContainSubstring(refusal)))
 
 	// Three API servers: the Deployment must change, and cannot.
-	get(g, hcp)
+	env().Get(g, hcp)
 	hcp.Spec.Replicas = ptr.To[int32](3)
 	g.Expect(env().Client.Update(ctx, hcp)).To(Succeed())
 	g.Eventually(func(g Gomega) {
@@ -259,17 +255,17 @@ func TestObservedGenerationOnlyOnSuccess(t *testing.T) {
 		g.Expect(cond.Message).To(ContainSubstring(refusal))
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		get(g, hcp)
+		env().Get(g, hcp)
 		g.Expect(hcp.Generation).To(BeNumerically(">", observed))
 		g.Expect(hcp.Status.ObservedGeneration).To(Equal(observed))
 	}, 2*time.Second, interval).Should(Succeed())
 
 	g.Expect(env().Client.Delete(ctx, binding)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, hcp)
+		env().Get(g, hcp)
 		g.Expect(hcp.Status.ObservedGeneration).To(Equal(hcp.Generation))
 		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: c.Namespace, Name: hosted.DeploymentName(c.Name)}}
-		get(g, d)
+		env().Get(g, d)
 		g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
 	}, timeout, interval).Should(Succeed())
 }
@@ -306,10 +302,10 @@ func TestEtcdClaimIsAdoptedWhenMade(t *testing.T) {
 	other := claim("data-" + c.Name + "-worker-0")
 	etcd := claim(hosted.EtcdClaimName(c.Name, 0))
 	g.Eventually(func(g Gomega) {
-		get(g, etcd)
+		env().Get(g, etcd)
 		g.Expect(etcd.OwnerReferences).To(ConsistOf(And(
 			HaveField("UID", hcp.UID), HaveField("Kind", "HostedControlPlane"), HaveField("Controller", BeNil()))))
 	}, timeout, interval).Should(Succeed())
-	get(g, other)
+	env().Get(g, other)
 	g.Expect(other.OwnerReferences).To(BeEmpty())
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/autoscaler"
 )
 
@@ -24,7 +25,7 @@ func TestAutoscalerFollowsAutoscaledPools(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	nc := newCluster(namespace(t, g), "auto")
+	nc := testenv.NestedCluster(namespace(t), "auto")
 	nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "burst", Autoscaling: &knestv1.PoolAutoscaling{MinReplicas: 0, MaxReplicas: 2}})
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
@@ -41,7 +42,7 @@ func TestAutoscalerFollowsAutoscaledPools(t *testing.T) {
 	g.Expect(binding.Subjects).To(ConsistOf(rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: autoscaler.Name(nc.Name), Namespace: nc.Namespace}))
 
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(conditions.Get(nc, knestv1.AutoscalerReadyCondition)).To(And(
 			HaveField("Status", BeEquivalentTo(corev1.ConditionFalse)), HaveField("Reason", knestv1.ProviderStartingReason)))
 	}, timeout, interval).Should(Succeed())
@@ -52,7 +53,7 @@ func TestAutoscalerFollowsAutoscaledPools(t *testing.T) {
 	deploy.Status = appsv1.DeploymentStatus{ObservedGeneration: deploy.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}
 	g.Expect(env.Client.Status().Update(ctx, deploy)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(conditions.Get(nc, knestv1.AutoscalerReadyCondition)).To(And(
 			HaveField("Status", BeEquivalentTo(corev1.ConditionTrue)), HaveField("Reason", knestv1.ProviderRunningReason)))
 	}, timeout, interval).Should(Succeed())
@@ -72,7 +73,7 @@ func TestAutoscalerFollowsAutoscaledPools(t *testing.T) {
 		}, timeout, interval).Should(BeTrue(), "%T %s", obj, obj.GetName())
 	}
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(conditions.Has(nc, knestv1.AutoscalerReadyCondition)).To(BeFalse())
 	}, timeout, interval).Should(Succeed())
 }

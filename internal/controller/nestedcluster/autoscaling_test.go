@@ -16,6 +16,7 @@ import (
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
+	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/cluster"
 )
 
@@ -42,12 +43,12 @@ func TestAutoscalerOwnsAnAutoscaledPoolsReplicas(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	nc := newCluster(namespace(t, g), "auto")
+	nc := testenv.NestedCluster(namespace(t), "auto")
 	nc.Spec.Workers[0].Replicas = ptr.To(int32(2))
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
 	md := graph.Pools[0].MachineDeployment.DeepCopy()
-	get(g, md)
+	env.Get(g, md)
 	g.Expect(md.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
 	g.Expect(managesReplicas(md, nestedcluster.FieldOwner)).To(BeTrue())
 
@@ -57,7 +58,7 @@ func TestAutoscalerOwnsAnAutoscaledPoolsReplicas(t *testing.T) {
 		nc.Spec.Workers[0].Autoscaling = &knestv1.PoolAutoscaling{MinReplicas: 1, MaxReplicas: 4}
 	})
 	g.Eventually(func(g Gomega) {
-		get(g, md)
+		env.Get(g, md)
 		g.Expect(md.Annotations).To(HaveKeyWithValue(clusterv1.AutoscalerMaxSizeAnnotation, "4"))
 		g.Expect(md.Annotations).To(HaveKeyWithValue(clusterv1.AutoscalerMinSizeAnnotation, "1"))
 		g.Expect(md.Annotations).To(HaveKeyWithValue(cluster.CapacityCPUAnnotation, "2"))
@@ -68,7 +69,7 @@ func TestAutoscalerOwnsAnAutoscaledPoolsReplicas(t *testing.T) {
 	// The autoscaler scales the pool as it does: through the scale subresource.
 	scale := &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Name: md.Name, Namespace: md.Namespace}, Spec: autoscalingv1.ScaleSpec{Replicas: 3}}
 	g.Expect(env.Client.SubResource("scale").Update(ctx, md, client.WithSubResourceBody(scale), client.FieldOwner(autoscalerManager))).To(Succeed())
-	get(g, md)
+	env.Get(g, md)
 	g.Expect(md.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
 	// (The API server records no managed-fields entry of its own for a write through
 	// a custom resource's scale subresource here; what matters is that knest's
@@ -78,7 +79,7 @@ func TestAutoscalerOwnsAnAutoscaledPoolsReplicas(t *testing.T) {
 	// The controller reconciles (the MachineDeployment changed) and reports the
 	// autoscaler's choice as the pool's desired size.
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Workers).To(HaveLen(1))
 		g.Expect(nc.Status.Workers[0].Autoscaling).To(Equal(&knestv1.PoolAutoscaling{MinReplicas: 1, MaxReplicas: 4}))
 		g.Expect(nc.Status.Workers[0].Desired).To(BeEquivalentTo(3))
@@ -90,13 +91,13 @@ func TestAutoscalerOwnsAnAutoscaledPoolsReplicas(t *testing.T) {
 		nc.Spec.Workers[0].Autoscaling = &knestv1.PoolAutoscaling{MinReplicas: 1, MaxReplicas: 5}
 	})
 	g.Eventually(func(g Gomega) {
-		get(g, md)
+		env.Get(g, md)
 		g.Expect(md.Annotations).To(HaveKeyWithValue(clusterv1.AutoscalerMaxSizeAnnotation, "5"))
 	}, timeout, interval).Should(Succeed())
 	g.Expect(md.Spec.Replicas).To(HaveValue(BeEquivalentTo(3)), "knest must leave the autoscaler's replicas")
 	g.Expect(managesReplicas(md, nestedcluster.FieldOwner)).To(BeFalse())
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
 		g.Expect(conditions.IsTrue(nc, knestv1.TopologyReconciledCondition)).To(BeTrue(), conditions.GetMessage(nc, knestv1.TopologyReconciledCondition))
 		g.Expect(nc.Status.Workers[0].Autoscaling).To(HaveField("MaxReplicas", BeEquivalentTo(5)))
@@ -109,14 +110,14 @@ func TestAutoscalerOwnsAnAutoscaledPoolsReplicas(t *testing.T) {
 		nc.Spec.Workers[0].Replicas = ptr.To(int32(2))
 	})
 	g.Eventually(func(g Gomega) {
-		get(g, md)
+		env.Get(g, md)
 		g.Expect(md.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
 		g.Expect(md.Annotations).NotTo(HaveKey(clusterv1.AutoscalerMinSizeAnnotation))
 		g.Expect(md.Annotations).NotTo(HaveKey(cluster.CapacityCPUAnnotation))
 		g.Expect(managesReplicas(md, nestedcluster.FieldOwner)).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Workers[0].Autoscaling).To(BeNil())
 		g.Expect(nc.Status.Workers[0].Desired).To(BeEquivalentTo(2))
 	}, timeout, interval).Should(Succeed())
@@ -129,7 +130,7 @@ func TestAutoscaledPoolsApplyWithTheRealSchemas(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	nc := newCluster(namespace(t, g), "shapes")
+	nc := testenv.NestedCluster(namespace(t), "shapes")
 	nc.Spec.Workers = []knestv1.WorkerPool{
 		{Name: "zero", Autoscaling: &knestv1.PoolAutoscaling{MinReplicas: 0, MaxReplicas: 2}},
 		{Name: "gpu", Autoscaling: &knestv1.PoolAutoscaling{MinReplicas: 0, MaxReplicas: 3},
@@ -145,7 +146,7 @@ func TestAutoscaledPoolsApplyWithTheRealSchemas(t *testing.T) {
 	mds := map[string]*clusterv1.MachineDeployment{}
 	for _, p := range graph.Pools {
 		md := p.MachineDeployment.DeepCopy()
-		get(g, md)
+		env.Get(g, md)
 		mds[p.Name] = md
 	}
 	g.Expect(mds["zero"].Annotations).To(And(

@@ -25,6 +25,7 @@ import (
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
+	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/cluster"
 	csicontroller "github.com/knest-dev/knest/pkg/csi/controller"
 )
@@ -35,7 +36,7 @@ func waitForGraph(g Gomega, nc *knestv1.NestedCluster) *cluster.Graph {
 	var graph *cluster.Graph
 	g.Eventually(func(g Gomega) {
 		current := nc.DeepCopy()
-		get(g, current)
+		env.Get(g, current)
 		var err error
 		graph, err = cluster.Render(current, cluster.Options{})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -56,7 +57,7 @@ func waitForGraph(g Gomega, nc *knestv1.NestedCluster) *cluster.Graph {
 
 func update(g Gomega, nc *knestv1.NestedCluster, mutate func(*knestv1.NestedCluster)) {
 	g.Eventually(func() error {
-		get(g, nc)
+		env.Get(g, nc)
 		mutate(nc)
 		return env.Client.Update(context.Background(), nc)
 	}, timeout, interval).Should(Succeed())
@@ -65,7 +66,7 @@ func update(g Gomega, nc *knestv1.NestedCluster, mutate func(*knestv1.NestedClus
 func TestCreateAppliesAGraphTheRealSchemasAccept(t *testing.T) {
 	g := NewWithT(t)
 	startController(t)
-	nc := newCluster(namespace(t, g), "demo")
+	nc := testenv.NestedCluster(namespace(t), "demo")
 	nc.Spec.ControlPlane.KernelBoot = &knestv1.KernelBootSpec{Image: "knest/node-kernel:v1.34.3", KernelArgs: "console=ttyS0"}
 	nc.Spec.APIServer = knestv1.APIServerSpec{ServiceType: knestv1.ServiceTypeLoadBalancer, CertSANs: []string{"api.tenant.example"}}
 	nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{
@@ -85,7 +86,7 @@ func TestCreateAppliesAGraphTheRealSchemasAccept(t *testing.T) {
 	g.Expect(graph.Objects()).To(HaveLen(26))
 
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(controllerutil.ContainsFinalizer(nc, knestv1.Finalizer)).To(BeTrue())
 		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation), "status: %+v", nc.Status)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseProvisioning))
@@ -99,7 +100,7 @@ func TestCreateAppliesAGraphTheRealSchemasAccept(t *testing.T) {
 func TestScaleChangesPropagate(t *testing.T) {
 	g := NewWithT(t)
 	startController(t)
-	nc := newCluster(namespace(t, g), "scale")
+	nc := testenv.NestedCluster(namespace(t), "scale")
 	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
 
@@ -110,8 +111,8 @@ func TestScaleChangesPropagate(t *testing.T) {
 	kcp := graph.ControlPlane.DeepCopy()
 	md := graph.Pools[0].MachineDeployment.DeepCopy()
 	g.Eventually(func(g Gomega) {
-		get(g, kcp)
-		get(g, md)
+		env.Get(g, kcp)
+		env.Get(g, md)
 		g.Expect(*kcp.Spec.Replicas).To(BeEquivalentTo(3))
 		g.Expect(*md.Spec.Replicas).To(BeEquivalentTo(4))
 	}, timeout, interval).Should(Succeed())
@@ -119,7 +120,7 @@ func TestScaleChangesPropagate(t *testing.T) {
 
 	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Replicas = ptr.To(int32(0)) })
 	g.Eventually(func(g Gomega) {
-		get(g, md)
+		env.Get(g, md)
 		g.Expect(*md.Spec.Replicas).To(BeZero())
 	}, timeout, interval).Should(Succeed())
 }
@@ -127,12 +128,12 @@ func TestScaleChangesPropagate(t *testing.T) {
 func TestPauseHoldsChangesUntilUnpaused(t *testing.T) {
 	g := NewWithT(t)
 	startController(t)
-	nc := newCluster(namespace(t, g), "pause")
+	nc := testenv.NestedCluster(namespace(t), "pause")
 	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
 	c := graph.Cluster.DeepCopy()
 	md := graph.Pools[0].MachineDeployment.DeepCopy()
-	get(g, md)
+	env.Get(g, md)
 	replicas := *md.Spec.Replicas
 
 	update(g, nc, func(nc *knestv1.NestedCluster) {
@@ -141,22 +142,22 @@ func TestPauseHoldsChangesUntilUnpaused(t *testing.T) {
 	})
 	// Cluster API is told (it then leaves every machine of the Cluster alone) ...
 	g.Eventually(func(g Gomega) {
-		get(g, c)
+		env.Get(g, c)
 		g.Expect(ptr.Deref(c.Spec.Paused, false)).To(BeTrue())
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhasePaused))
 	}, timeout, interval).Should(Succeed())
 	// ... and knest holds the spec change back.
 	g.Consistently(func(g Gomega) {
-		get(g, md)
+		env.Get(g, md)
 		g.Expect(*md.Spec.Replicas).To(Equal(replicas))
 	}, 2*time.Second, interval).Should(Succeed())
 
 	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Paused = false })
 	g.Eventually(func(g Gomega) {
-		get(g, c)
-		get(g, md)
+		env.Get(g, c)
+		env.Get(g, md)
 		g.Expect(ptr.Deref(c.Spec.Paused, false)).To(BeFalse())
 		g.Expect(*md.Spec.Replicas).To(BeEquivalentTo(5))
 	}, timeout, interval).Should(Succeed())
@@ -166,7 +167,7 @@ func TestSpecChangeRollsTemplatesAndPrunesUnusedOnes(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	nc := newCluster(namespace(t, g), "roll")
+	nc := testenv.NestedCluster(namespace(t), "roll")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	first := waitForGraph(g, nc).Pools[0]
 
@@ -189,7 +190,7 @@ func TestSpecChangeRollsTemplatesAndPrunesUnusedOnes(t *testing.T) {
 	g.Expect(second.MachineTemplate.Name).NotTo(Equal(first.MachineTemplate.Name))
 	g.Expect(second.BootstrapTemplate.Name).To(Equal(first.BootstrapTemplate.Name), "the kubeadm config did not change")
 	md := second.MachineDeployment.DeepCopy()
-	get(g, md)
+	env.Get(g, md)
 	g.Expect(md.Spec.Template.Spec.InfrastructureRef.Name).To(Equal(second.MachineTemplate.Name))
 
 	old := first.MachineTemplate.DeepCopy()
@@ -209,7 +210,7 @@ func TestRemovedPoolIsDeleted(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	nc := newCluster(namespace(t, g), "pools")
+	nc := testenv.NestedCluster(namespace(t), "pools")
 	nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "gpu", Replicas: ptr.To(int32(2))})
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	gpu := waitForGraph(g, nc).Pools[1]
@@ -245,7 +246,7 @@ func simulateClusterAPI(g Gomega, graph *cluster.Graph, workersReady int32) {
 	ctx := context.Background()
 	c := graph.Cluster.DeepCopy()
 	g.Eventually(func(g Gomega) {
-		get(g, c)
+		env.Get(g, c)
 		c.Spec.ControlPlaneEndpoint = clusterv1.APIEndpoint{Host: "10.96.12.34", Port: 6443}
 		g.Expect(env.Client.Update(ctx, c)).To(Succeed())
 		c.Status.Initialization.InfrastructureProvisioned = ptr.To(true)
@@ -255,7 +256,7 @@ func simulateClusterAPI(g Gomega, graph *cluster.Graph, workersReady int32) {
 			simulateHostedControlPlane(g, graph, nil)
 		} else {
 			kcp := graph.ControlPlane.DeepCopy()
-			get(g, kcp)
+			env.Get(g, kcp)
 			kcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
 			kcp.Status.Replicas, kcp.Status.ReadyReplicas = kcp.Spec.Replicas, kcp.Spec.Replicas
 			kcp.Status.Version = kcp.Spec.Version
@@ -266,7 +267,7 @@ func simulateClusterAPI(g Gomega, graph *cluster.Graph, workersReady int32) {
 
 		for _, p := range graph.Pools {
 			md := p.MachineDeployment.DeepCopy()
-			get(g, md)
+			env.Get(g, md)
 			md.Status.Replicas, md.Status.ReadyReplicas, md.Status.UpToDateReplicas = &workersReady, &workersReady, &workersReady
 			md.Status.ObservedGeneration = md.Generation
 			g.Expect(env.Client.Status().Update(ctx, md)).To(Succeed())
@@ -280,7 +281,7 @@ func simulateClusterAPI(g Gomega, graph *cluster.Graph, workersReady int32) {
 func simulateHostedControlPlane(g Gomega, graph *cluster.Graph, mutate func(*hcpv1.HostedControlPlane)) {
 	hcp := graph.HostedControlPlane.DeepCopy()
 	g.Eventually(func(g Gomega) {
-		get(g, hcp)
+		env.Get(g, hcp)
 		hcp.Status.Initialization.ControlPlaneInitialized = ptr.To(true)
 		hcp.Status.Replicas, hcp.Status.ReadyReplicas = hcp.Spec.Replicas, hcp.Spec.Replicas
 		hcp.Status.AvailableReplicas, hcp.Status.UpToDateReplicas = hcp.Spec.Replicas, hcp.Spec.Replicas
@@ -305,7 +306,7 @@ func TestHostedCreateAppliesAHostedControlPlane(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	nc := hostedMode(newCluster(namespace(t, g), "hosted"))
+	nc := hostedMode(testenv.NestedCluster(namespace(t), "hosted"))
 	nc.Spec.ControlPlane.Replicas = 3
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 
@@ -315,11 +316,11 @@ func TestHostedCreateAppliesAHostedControlPlane(t *testing.T) {
 	g.Expect(graph.ControlPlaneTemplate).To(BeNil())
 	g.Expect(graph.ControlPlaneHealthCheck).To(BeNil())
 	hcp := graph.HostedControlPlane.DeepCopy()
-	get(g, hcp)
+	env.Get(g, hcp)
 	g.Expect(hcp.Spec.Version).To(Equal(knestv1.DefaultVersion))
 	g.Expect(hcp.Spec.Replicas).To(Equal(ptr.To(int32(3))))
 	c := graph.Cluster.DeepCopy()
-	get(g, c)
+	env.Get(g, c)
 	g.Expect(c.Spec.ControlPlaneRef.Kind).To(Equal("HostedControlPlane"))
 
 	// No VM control plane: no KubeadmControlPlane, no control-plane VM template or health check.
@@ -332,12 +333,12 @@ func TestHostedCreateAppliesAHostedControlPlane(t *testing.T) {
 	// The KubevirtCluster is externally managed: knest marks it ready for CAPK.
 	kc := graph.KubevirtCluster.DeepCopy()
 	g.Eventually(func(g Gomega) {
-		get(g, kc)
+		env.Get(g, kc)
 		g.Expect(kc.Status.Ready).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
 
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseProvisioning))
 		g.Expect(nc.Status.ControlPlaneReady).To(Equal("0/3"))
@@ -352,13 +353,13 @@ func TestHostedCreateAppliesAHostedControlPlane(t *testing.T) {
 func TestHostedStatusSummarizesTheHostedControlPlane(t *testing.T) {
 	g := NewWithT(t)
 	startController(t)
-	nc := hostedMode(newCluster(namespace(t, g), "hstatus"))
+	nc := hostedMode(testenv.NestedCluster(namespace(t), "hstatus"))
 	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
 
 	simulateClusterAPI(g, graph, 1)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
 		g.Expect(conditions.IsTrue(nc, knestv1.ReadyCondition)).To(BeTrue(), "%+v", nc.Status.Conditions)
 		g.Expect(nc.Status.Version).To(Equal(knestv1.DefaultVersion))
@@ -373,7 +374,7 @@ func TestHostedStatusSummarizesTheHostedControlPlane(t *testing.T) {
 			Reason: hcpv1.TenantBootstrapFailedReason, Message: "kubeadm's phases failed 3 times"})
 	})
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(conditions.Get(nc, knestv1.ControlPlaneReadyCondition)).To(And(
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", hcpv1.TenantBootstrapFailedReason),
 			HaveField("Message", "kubeadm's phases failed 3 times")))
@@ -381,7 +382,7 @@ func TestHostedStatusSummarizesTheHostedControlPlane(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 	simulateHostedControlPlane(g, graph, nil)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(conditions.IsTrue(nc, knestv1.ControlPlaneReadyCondition)).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
 
@@ -390,9 +391,9 @@ func TestHostedStatusSummarizesTheHostedControlPlane(t *testing.T) {
 	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.ControlPlane.Replicas = 3 })
 	hcp := graph.HostedControlPlane.DeepCopy()
 	g.Eventually(func(g Gomega) {
-		get(g, hcp)
+		env.Get(g, hcp)
 		g.Expect(hcp.Spec.Replicas).To(Equal(ptr.To(int32(3))))
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
 		g.Expect(conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition)).To(Equal(knestv1.ChangePendingReason))
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseScaling))
@@ -401,14 +402,14 @@ func TestHostedStatusSummarizesTheHostedControlPlane(t *testing.T) {
 		hcp.Status.Replicas, hcp.Status.ReadyReplicas, hcp.Status.UpToDateReplicas = ptr.To(int32(3)), ptr.To(int32(1)), ptr.To(int32(3))
 	})
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(conditions.Get(nc, knestv1.ControlPlaneReadyCondition)).To(And(
 			HaveField("Reason", knestv1.ScalingUpReason), HaveField("Message", "1 of 3 control-plane nodes ready")))
 		g.Expect(nc.Status.ControlPlaneReady).To(Equal("1/3"))
 	}, timeout, interval).Should(Succeed())
 	simulateHostedControlPlane(g, graph, nil)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
 		g.Expect(nc.Status.ControlPlaneReady).To(Equal("3/3"))
 	}, timeout, interval).Should(Succeed())
@@ -416,12 +417,12 @@ func TestHostedStatusSummarizesTheHostedControlPlane(t *testing.T) {
 	// An upgrade: the HostedControlPlane gets the version and rolls its pods.
 	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.36.0" })
 	g.Eventually(func(g Gomega) {
-		get(g, hcp)
+		env.Get(g, hcp)
 		g.Expect(hcp.Spec.Version).To(Equal("v1.36.0"))
 	}, timeout, interval).Should(Succeed())
 	simulateHostedControlPlane(g, graph, func(hcp *hcpv1.HostedControlPlane) { hcp.Status.Version = knestv1.DefaultVersion })
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
 		g.Expect(conditions.Get(nc, knestv1.ControlPlaneReadyCondition)).To(And(
 			HaveField("Reason", knestv1.RollingOutReason),
@@ -433,13 +434,13 @@ func TestHostedStatusSummarizesTheHostedControlPlane(t *testing.T) {
 func TestStatusSummarizesClusterAPI(t *testing.T) {
 	g := NewWithT(t)
 	startController(t)
-	nc := newCluster(namespace(t, g), "status")
+	nc := testenv.NestedCluster(namespace(t), "status")
 	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
 
 	simulateClusterAPI(g, graph, 0)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseProvisioning))
 		g.Expect(nc.Status.ControlPlaneReady).To(Equal("1/1"))
 		g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).To(Equal("Worker pools not ready: workers 0/1"))
@@ -447,7 +448,7 @@ func TestStatusSummarizesClusterAPI(t *testing.T) {
 
 	simulateClusterAPI(g, graph, 1)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
 		g.Expect(conditions.IsTrue(nc, knestv1.ReadyCondition)).To(BeTrue())
 		g.Expect(nc.Status.Endpoint).To(Equal("https://10.96.12.34:6443"))
@@ -461,7 +462,7 @@ func TestStatusSummarizesClusterAPI(t *testing.T) {
 	// Growing the pool makes it Scaling, not Provisioning again.
 	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Workers[0].Replicas = ptr.To(int32(2)) })
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseScaling))
 		g.Expect(nc.Status.WorkersReady).To(Equal("1/2"))
 	}, timeout, interval).Should(Succeed())
@@ -476,7 +477,7 @@ func TestDeleteWaitsForClusterAPIAndLeavesNothing(t *testing.T) {
 func testDeleteWaitsForClusterAPI(t *testing.T, mode knestv1.ControlPlaneMode) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	nc := newCluster(namespace(t, g), "gone")
+	nc := testenv.NestedCluster(namespace(t), "gone")
 	nc.Spec.ControlPlane.Mode = mode
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
@@ -486,7 +487,7 @@ func testDeleteWaitsForClusterAPI(t *testing.T, mode knestv1.ControlPlaneMode) {
 	const capiFinalizer = "test.knest.dev/machines-still-exist"
 	c := graph.Cluster.DeepCopy()
 	g.Eventually(func() error {
-		get(g, c)
+		env.Get(g, c)
 		controllerutil.AddFinalizer(c, capiFinalizer)
 		return env.Client.Update(ctx, c)
 	}, timeout, interval).Should(Succeed())
@@ -506,9 +507,9 @@ func testDeleteWaitsForClusterAPI(t *testing.T, mode knestv1.ControlPlaneMode) {
 
 	g.Expect(env.Client.Delete(ctx, nc)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, c)
+		env.Get(g, c)
 		g.Expect(c.DeletionTimestamp.IsZero()).To(BeFalse(), "the controller deletes the Cluster")
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseDeleting))
 		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
 		g.Expect(conditions.GetReason(nc, knestv1.ControlPlaneReadyCondition)).To(Equal(knestv1.DeletingReason))
@@ -517,7 +518,7 @@ func testDeleteWaitsForClusterAPI(t *testing.T, mode knestv1.ControlPlaneMode) {
 		Should(Succeed(), "the NestedCluster stays while the Cluster exists")
 
 	g.Eventually(func() error {
-		get(g, c)
+		env.Get(g, c)
 		controllerutil.RemoveFinalizer(c, capiFinalizer)
 		return env.Client.Update(ctx, c)
 	}, timeout, interval).Should(Succeed())
@@ -537,7 +538,7 @@ func TestRestartMidCreateMakesNoDuplicates(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	stop := startController(t)
-	nc := newCluster(namespace(t, g), "restart")
+	nc := testenv.NestedCluster(namespace(t), "restart")
 	nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "b"}, knestv1.WorkerPool{Name: "c"})
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	g.Eventually(func() error {
@@ -568,12 +569,12 @@ func TestNoWritesAtRest(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	stop := startController(t)
-	nc := newCluster(namespace(t, g), "rest")
+	nc := testenv.NestedCluster(namespace(t), "rest")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
 	simulateClusterAPI(g, graph, 1)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
 	}, timeout, interval).Should(Succeed())
 
@@ -594,12 +595,12 @@ func TestNoWritesAtRest(t *testing.T) {
 	stop()
 	startController(t)
 	update(g, nc, func(nc *knestv1.NestedCluster) { metav1.SetMetaDataAnnotation(&nc.ObjectMeta, "touched", "yes") })
-	get(g, nc)
+	env.Get(g, nc)
 	ncVersion := nc.ResourceVersion
 	time.Sleep(3 * time.Second)
 
 	g.Expect(versions()).To(Equal(before), "no Cluster API object may be rewritten when nothing changed")
-	get(g, nc)
+	env.Get(g, nc)
 	g.Expect(nc.ResourceVersion).To(Equal(ncVersion), "the NestedCluster's status must not be rewritten when nothing changed")
 }
 
@@ -607,18 +608,18 @@ func TestRefusesToTakeOverAnObjectItDoesNotOwn(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	ns := namespace(t, g)
+	ns := namespace(t)
 	theirs := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cluster.IsolationName("taken"), Labels: map[string]string{"owner": "someone-else"}},
 		Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}},
 	}
 	g.Expect(env.Client.Create(ctx, theirs)).To(Succeed())
-	nc := newCluster(ns, "taken")
+	nc := testenv.NestedCluster(ns, "taken")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 
 	// Failed, for this generation (so a waiting CLI stops), naming the object.
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseFailed))
 		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
 		g.Expect(conditions.GetReason(nc, knestv1.ReadyCondition)).To(Equal(knestv1.ApplyFailedReason))
@@ -629,7 +630,7 @@ func TestRefusesToTakeOverAnObjectItDoesNotOwn(t *testing.T) {
 		ContainElement(ContainSubstring("NetworkPolicy taken-isolation already exists")))
 	// Theirs is untouched and nothing else was created.
 	after := theirs.DeepCopy()
-	get(g, after)
+	env.Get(g, after)
 	g.Expect(after.ResourceVersion).To(Equal(theirs.ResourceVersion))
 	g.Expect(after.OwnerReferences).To(BeEmpty())
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "taken"}, &clusterv1.Cluster{})).To(Satisfy(apierrors.IsNotFound))
@@ -646,21 +647,21 @@ func TestApplyLeavesTheEndpointCAPKWrites(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	nc := newCluster(namespace(t, g), "endpoint")
+	nc := testenv.NestedCluster(namespace(t), "endpoint")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
 
 	kc := graph.KubevirtCluster.DeepCopy()
-	get(g, kc)
+	env.Get(g, kc)
 	kc.Spec.ControlPlaneEndpoint = capkv1.APIEndpoint{Host: "endpoint-lb.example.svc", Port: 6443}
 	g.Expect(env.Client.Update(ctx, kc, client.FieldOwner("capk"))).To(Succeed())
 
 	// As a knest release that renders the KubevirtCluster differently would: apply it again.
-	get(g, kc)
+	env.Get(g, kc)
 	delete(kc.Annotations, "knest.dev/applied-hash")
 	g.Expect(env.Client.Update(ctx, kc)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, kc)
+		env.Get(g, kc)
 		g.Expect(kc.Annotations).To(HaveKey("knest.dev/applied-hash"))
 	}, timeout, interval).Should(Succeed())
 	g.Expect(kc.Spec.ControlPlaneEndpoint).To(Equal(capkv1.APIEndpoint{Host: "endpoint-lb.example.svc", Port: 6443}))
@@ -670,7 +671,7 @@ func TestVersionChangeWaitsForTheRolloutBefore(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	nc := newCluster(namespace(t, g), "upgrade")
+	nc := testenv.NestedCluster(namespace(t), "upgrade")
 	nc.Spec.Version = "v1.32.4"
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
@@ -679,14 +680,14 @@ func TestVersionChangeWaitsForTheRolloutBefore(t *testing.T) {
 	md := graph.Pools[0].MachineDeployment.DeepCopy()
 	// Running first: only a cluster that was ready once is Upgrading, not Provisioning.
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
 	}, timeout, interval).Should(Succeed())
 
 	// v1.33: Cluster API gets it and starts rolling (status still at v1.32).
 	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Version = "v1.33.7" })
 	g.Eventually(func(g Gomega) {
-		get(g, kcp)
+		env.Get(g, kcp)
 		g.Expect(kcp.Spec.Version).To(Equal("v1.33.7"))
 	}, timeout, interval).Should(Succeed())
 
@@ -696,8 +697,8 @@ func TestVersionChangeWaitsForTheRolloutBefore(t *testing.T) {
 		nc.Spec.Workers[0].Replicas = ptr.To(int32(3))
 	})
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
-		get(g, md)
+		env.Get(g, nc)
+		env.Get(g, md)
 		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
 		g.Expect(conditions.GetReason(nc, knestv1.TopologyReconciledCondition)).To(Equal(knestv1.UpgradeHeldReason))
 		g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).To(Equal("spec.version v1.34.3 waits until every machine has rolled out to v1.33.7; upgrades do not stack"))
@@ -705,8 +706,8 @@ func TestVersionChangeWaitsForTheRolloutBefore(t *testing.T) {
 		g.Expect(*md.Spec.Replicas).To(BeEquivalentTo(3))
 	}, timeout, interval).Should(Succeed())
 	g.Consistently(func(g Gomega) {
-		get(g, kcp)
-		get(g, md)
+		env.Get(g, kcp)
+		env.Get(g, md)
 		g.Expect(kcp.Spec.Version).To(Equal("v1.33.7"))
 		g.Expect(md.Spec.Template.Spec.Version).To(Equal("v1.33.7"))
 	}, 2*time.Second, interval).Should(Succeed())
@@ -714,9 +715,9 @@ func TestVersionChangeWaitsForTheRolloutBefore(t *testing.T) {
 	// The rollout to v1.33 ends: v1.34 goes out.
 	simulateClusterAPI(g, graph, 3)
 	g.Eventually(func(g Gomega) {
-		get(g, kcp)
+		env.Get(g, kcp)
 		g.Expect(kcp.Spec.Version).To(Equal("v1.34.3"))
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(conditions.GetReason(nc, knestv1.TopologyReconciledCondition)).To(Equal(knestv1.ReconciledReason))
 	}, timeout, interval).Should(Succeed())
 }
@@ -728,13 +729,13 @@ func TestVersionChangeWaitsForTheRolloutBefore(t *testing.T) {
 func TestHeldPoolIsReportedUntilItCatchesUp(t *testing.T) {
 	g := NewWithT(t)
 	startController(t)
-	nc := newCluster(namespace(t, g), "held")
+	nc := testenv.NestedCluster(namespace(t), "held")
 	nc.Spec.Version = "v1.34.4"
 	nc.Spec.Workers = append(nc.Spec.Workers, knestv1.WorkerPool{Name: "gpu", Replicas: ptr.To(int32(1))})
 	g.Expect(env.Client.Create(context.Background(), nc)).To(Succeed())
 	simulateClusterAPI(g, waitForGraph(g, nc), 1)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
 		g.Expect(conditions.GetReason(nc, knestv1.WorkersScalableCondition)).To(Equal(knestv1.ScalableReason))
 	}, timeout, interval).Should(Succeed())
@@ -745,7 +746,7 @@ func TestHeldPoolIsReportedUntilItCatchesUp(t *testing.T) {
 	})
 	simulateClusterAPI(g, waitForGraph(g, nc), 1)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
 		c := conditions.Get(nc, knestv1.WorkersScalableCondition)
 		g.Expect(c).NotTo(BeNil())
@@ -764,7 +765,7 @@ func TestHeldPoolIsReportedUntilItCatchesUp(t *testing.T) {
 	update(g, nc, func(nc *knestv1.NestedCluster) { nc.Spec.Workers[1].Version = "" })
 	simulateClusterAPI(g, waitForGraph(g, nc), 1)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
 		g.Expect(conditions.Get(nc, knestv1.WorkersScalableCondition)).To(And(
 			HaveField("Status", metav1.ConditionTrue), HaveField("Reason", knestv1.ScalableReason), HaveField("Message", "")))

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/ccm"
 	"github.com/knest-dev/knest/pkg/cloudprovider"
 )
@@ -28,8 +29,8 @@ func TestLoadBalancerProviderFollowsTheSpec(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	ns := namespace(t, g)
-	nc := newCluster(ns, "web")
+	ns := namespace(t)
+	nc := testenv.NestedCluster(ns, "web")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
 	g.Expect(graph.CloudControllerManager).NotTo(BeNil(), "on by default")
@@ -48,7 +49,7 @@ func TestLoadBalancerProviderFollowsTheSpec(t *testing.T) {
 	g.Expect(c.Args).To(ContainElements("cloud-controller-manager", "--cluster=web", "--namespace="+ns))
 
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(conditions.Get(nc, knestv1.LoadBalancerReadyCondition)).To(And(
 			HaveField("Status", BeEquivalentTo(corev1.ConditionFalse)), HaveField("Reason", knestv1.ProviderStartingReason)))
 	}, timeout, interval).Should(Succeed())
@@ -56,7 +57,7 @@ func TestLoadBalancerProviderFollowsTheSpec(t *testing.T) {
 	deploy.Status = appsv1.DeploymentStatus{ObservedGeneration: deploy.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}
 	g.Expect(env.Client.Status().Update(ctx, deploy)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(conditions.Get(nc, knestv1.LoadBalancerReadyCondition)).To(And(
 			HaveField("Status", BeEquivalentTo(corev1.ConditionTrue)), HaveField("Reason", knestv1.ProviderRunningReason)))
 	}, timeout, interval).Should(Succeed())
@@ -76,7 +77,7 @@ func TestLoadBalancerProviderFollowsTheSpec(t *testing.T) {
 		g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed(), "another tenant's %T stays", obj)
 	}
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(conditions.Has(nc, knestv1.LoadBalancerReadyCondition)).To(BeFalse())
 	}, timeout, interval).Should(Succeed())
 }
@@ -105,12 +106,12 @@ func TestStorageProviderReadiness(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	nc := newCluster(namespace(t, g), "db")
+	nc := testenv.NestedCluster(namespace(t), "db")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
 	g.Expect(graph.Storage).NotTo(BeNil(), "on by default")
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(conditions.GetReason(nc, knestv1.StorageReadyCondition)).To(Equal(knestv1.ProviderStartingReason))
 	}, timeout, interval).Should(Succeed())
 	deploy := &appsv1.Deployment{}
@@ -118,16 +119,16 @@ func TestStorageProviderReadiness(t *testing.T) {
 	deploy.Status = appsv1.DeploymentStatus{ObservedGeneration: deploy.Generation, Replicas: 1, ReadyReplicas: 1, AvailableReplicas: 1, UpdatedReplicas: 1}
 	g.Expect(env.Client.Status().Update(ctx, deploy)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(conditions.IsTrue(nc, knestv1.StorageReadyCondition)).To(BeTrue())
 	}, timeout, interval).Should(Succeed())
 
-	off := newCluster(nc.Namespace, "nostorage")
+	off := testenv.NestedCluster(nc.Namespace, "nostorage")
 	off.Spec.Providers.Storage.Disabled = true
 	g.Expect(env.Client.Create(ctx, off)).To(Succeed())
 	g.Expect(waitForGraph(g, off).Storage).To(BeNil())
 	g.Consistently(func(g Gomega) {
-		get(g, off)
+		env.Get(g, off)
 		g.Expect(conditions.Has(off, knestv1.StorageReadyCondition)).To(BeFalse())
 	}, 2*time.Second, interval).Should(Succeed())
 }

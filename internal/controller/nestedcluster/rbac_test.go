@@ -35,6 +35,7 @@ import (
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/internal/manager"
+	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/autoscaler"
 	"github.com/knest-dev/knest/pkg/cluster"
 	"github.com/knest-dev/knest/pkg/hosted"
@@ -60,11 +61,11 @@ func TestRunsWithOnlyItsOwnRBAC(t *testing.T) {
 	stop := startControllerWith(t, cfg, manager.Options{Concurrency: 2, ToolImage: testToolImage, LeaderElection: true, LeaderElectionNamespace: ns,
 		MetricsAddr: metricsAddr, HealthAddr: healthAddr})
 	g.Eventually(func() (int, error) { return httpGet("http://"+healthAddr+"/readyz", "") }, timeout, interval).Should(Equal(http.StatusOK))
-	nc := newCluster(namespace(t, g), "rbac")
+	nc := testenv.NestedCluster(namespace(t), "rbac")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	waitForGraph(g, nc)
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.ObservedGeneration).To(Equal(nc.Generation))
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseProvisioning))
 	}, timeout, interval).Should(Succeed())
@@ -136,7 +137,7 @@ func TestFencedToTenantNamespaces(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	cfg, as := asController(t, g)
-	tenants := namespace(t, g)
+	tenants := namespace(t)
 	plain := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "plain-"}}
 	g.Expect(env.Client.Create(ctx, plain)).To(Succeed())
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "kept"}, StringData: map[string]string{"k": "v"}}
@@ -150,10 +151,10 @@ func TestFencedToTenantNamespaces(t *testing.T) {
 	defer stop()
 
 	// A cluster in a namespace that is not enabled waits, and says why.
-	waiting := newCluster(plain.Name, "waiting")
+	waiting := testenv.NestedCluster(plain.Name, "waiting")
 	g.Expect(env.Client.Create(ctx, waiting)).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, waiting)
+		env.Get(g, waiting)
 		g.Expect(conditions.GetReason(waiting, knestv1.TopologyReconciledCondition)).To(Equal(knestv1.NamespaceNotEnabledReason))
 		g.Expect(conditions.GetMessage(waiting, knestv1.TopologyReconciledCondition)).To(Equal(knestv1.NamespaceNotEnabledMessage(plain.Name)))
 	}, timeout, interval).Should(Succeed())
@@ -161,7 +162,7 @@ func TestFencedToTenantNamespaces(t *testing.T) {
 
 	// A hosted cluster in a tenant namespace: the controller binds knest-tenant to
 	// itself there, and its control plane's Secrets and workloads follow.
-	hostedNC := newCluster(tenants, "hosted")
+	hostedNC := testenv.NestedCluster(tenants, "hosted")
 	hostedNC.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
 	hostedNC.Spec.ControlPlane.Etcd.Ephemeral = true
 	// Its autoscaler's Role holds rights the controller has only through that
@@ -171,21 +172,21 @@ func TestFencedToTenantNamespaces(t *testing.T) {
 	// Cluster API's Cluster controller (not run here) owns the control plane.
 	g.Eventually(func(g Gomega) {
 		c := &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: hostedNC.Name}}
-		get(g, c)
+		env.Get(g, c)
 		hcp := &hcpv1.HostedControlPlane{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: cluster.ControlPlaneName(hostedNC.Name)}}
-		get(g, hcp)
+		env.Get(g, hcp)
 		hcp.OwnerReferences = append(hcp.OwnerReferences, metav1.OwnerReference{APIVersion: clusterv1.GroupVersion.String(), Kind: "Cluster", Name: c.Name, UID: c.UID})
 		g.Expect(env.Client.Update(ctx, hcp)).To(Succeed())
 	}, timeout, interval).Should(Succeed())
 	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: nestedcluster.AccessBindingName}}
 	g.Eventually(func(g Gomega) {
-		get(g, binding)
+		env.Get(g, binding)
 		g.Expect(binding.RoleRef.Name).To(Equal(nestedcluster.TenantRole))
 		g.Expect(binding.Subjects).To(ConsistOf(rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "knest-system", Name: "knest-controller"}))
-		get(g, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: hosted.EtcdName(hostedNC.Name)}})
-		get(g, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: capisecret.Name(hostedNC.Name, capisecret.ClusterCA)}})
-		get(g, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: autoscaler.Name(hostedNC.Name)}})
-		get(g, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: autoscaler.Name(hostedNC.Name)}})
+		env.Get(g, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: hosted.EtcdName(hostedNC.Name)}})
+		env.Get(g, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: capisecret.Name(hostedNC.Name, capisecret.ClusterCA)}})
+		env.Get(g, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: autoscaler.Name(hostedNC.Name)}})
+		env.Get(g, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: tenants, Name: autoscaler.Name(hostedNC.Name)}})
 	}, timeout, interval).Should(Succeed())
 
 	// Secrets: in the tenant namespace only.
@@ -230,9 +231,9 @@ func TestFencedToTenantNamespaces(t *testing.T) {
 	// Once a host admin enables the namespace, the waiting cluster goes on.
 	g.Expect(env.Client.Patch(ctx, plain, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"knest.dev/tenants":"true"}}}`)))).To(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, waiting)
+		env.Get(g, waiting)
 		g.Expect(conditions.GetReason(waiting, knestv1.TopologyReconciledCondition)).NotTo(Equal(knestv1.NamespaceNotEnabledReason))
-		get(g, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: plain.Name, Name: waiting.Name}})
+		env.Get(g, &clusterv1.Cluster{ObjectMeta: metav1.ObjectMeta{Namespace: plain.Name, Name: waiting.Name}})
 	}, timeout, interval).Should(Succeed())
 }
 

@@ -1,20 +1,14 @@
 package nestedcluster_test
 
 import (
-	"context"
 	"os"
 	"testing"
 	"time"
 
-	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/manager"
 	"github.com/knest-dev/knest/internal/testenv"
 )
@@ -48,26 +42,10 @@ func startControllerWith(t *testing.T, cfg *rest.Config, opts manager.Options) (
 	return testenv.RunManager(t, mgr)
 }
 
-// namespace creates a namespace of the test's own.
-func namespace(t *testing.T, g Gomega) string {
+// namespace creates a tenant namespace of the test's own.
+func namespace(t *testing.T) string {
 	t.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "t-", Labels: map[string]string{knestv1.TenantNamespaceLabel: "true"}}}
-	g.Expect(env.Client.Create(context.Background(), ns)).To(Succeed())
-	return ns.Name
-}
-
-func newCluster(ns, name string) *knestv1.NestedCluster {
-	return &knestv1.NestedCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: knestv1.NestedClusterSpec{Workers: []knestv1.WorkerPool{
-			{Name: "workers"},
-		}},
-	}
-}
-
-// get reads obj fresh from the API server.
-func get(g Gomega, obj client.Object) {
-	g.Expect(env.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+	return testenv.CreateTenantNamespace(t, env.Client, "t-")
 }
 
 // testToolImage is the image backup Jobs are given; no kubelet runs them here.

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/testenv"
 )
 
 // The test bed's own API server plays the tenant: the controller reads its
@@ -22,15 +23,15 @@ func TestBlankControlPlaneIsReported(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
 	startController(t)
-	ns := namespace(t, g)
-	nc := newCluster(ns, "blank")
+	ns := namespace(t)
+	nc := testenv.NestedCluster(ns, "blank")
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	graph := waitForGraph(g, nc)
 	simulateClusterAPI(g, graph, 1)
 
 	// No kubeconfig yet: nothing known, nothing recorded, still Running.
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
 		g.Expect(conditions.Get(nc, knestv1.TenantStateCondition)).To(And(
 			HaveField("Status", metav1.ConditionUnknown), HaveField("Message", ContainSubstring("kubeconfig"))))
@@ -44,24 +45,24 @@ func TestBlankControlPlaneIsReported(t *testing.T) {
 		Data: map[string][]byte{secret.KubeconfigDataName: env.Kubeconfig()},
 	})).To(Succeed())
 	kubeSystem := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem}}
-	get(g, kubeSystem)
+	env.Get(g, kubeSystem)
 	// The Secret is read uncached and not watched: a touch brings the cluster back
 	// sooner than the periodic check.
 	update(g, nc, func(nc *knestv1.NestedCluster) { metav1.SetMetaDataAnnotation(&nc.ObjectMeta, "touched", "1") })
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.TenantID).To(Equal(string(kubeSystem.UID)))
 		g.Expect(conditions.IsTrue(nc, knestv1.TenantStateCondition)).To(BeTrue())
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseRunning))
 	}, timeout, interval).Should(Succeed())
 
 	g.Eventually(func() error {
-		get(g, nc)
+		env.Get(g, nc)
 		nc.Status.TenantID = "0f6b1f2e-0000-4000-8000-000000000000"
 		return env.Client.Status().Update(ctx, nc)
 	}, timeout, interval).Should(Succeed())
 	g.Eventually(func(g Gomega) {
-		get(g, nc)
+		env.Get(g, nc)
 		g.Expect(nc.Status.Phase).To(Equal(knestv1.PhaseFailed))
 		g.Expect(conditions.Get(nc, knestv1.ReadyCondition)).To(And(HaveField("Status", metav1.ConditionFalse),
 			HaveField("Reason", knestv1.StateLostReason), HaveField("Message", ContainSubstring(string(kubeSystem.UID)))))

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/knest-dev/knest/pkg/cmd/knest/version"
+	"github.com/knest-dev/knest/pkg/internal/knesttest"
 )
 
 func TestQuietAndVerbose(t *testing.T) {
@@ -26,9 +27,9 @@ func TestQuietAndVerbose(t *testing.T) {
 
 	// An API error: one ERROR line; the API status only with -v.
 	r = knest(t, "", "create", "demo", "-n", "no-such-namespace", "--wait=false")
-	g.Expect(lines(r.stderr)).To(Equal([]string{`ERROR: failed to create cluster demo: namespace no-such-namespace does not exist; create it first (kubectl create namespace no-such-namespace) or pick another with -n: namespaces "no-such-namespace" not found`}))
+	g.Expect(knesttest.Lines(r.stderr)).To(Equal([]string{`ERROR: failed to create cluster demo: namespace no-such-namespace does not exist; create it first (kubectl create namespace no-such-namespace) or pick another with -n: namespaces "no-such-namespace" not found`}))
 	r = knest(t, "", "create", "demo", "-n", "no-such-namespace", "--wait=false", "-v", "1")
-	g.Expect(lines(r.stderr)).To(ContainElement(`DEBUG: API status: code 404, reason NotFound: namespaces "no-such-namespace" not found`))
+	g.Expect(knesttest.Lines(r.stderr)).To(ContainElement(`DEBUG: API status: code 404, reason NotFound: namespaces "no-such-namespace" not found`))
 	g.Expect(strings.Count(r.stderr, "ERROR")).To(Equal(1))
 
 	manifest := "apiVersion: knest.dev/v1alpha1\nkind: NestedCluster\nmetadata:\n  name: demo2\nspec:\n  apiServer:\n    serviceType: ClusterIP\n"

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/internal/knesttest"
 )
 
 func TestCreateWithoutWait(t *testing.T) {
@@ -54,7 +55,7 @@ func TestCreateWaitEndsWithHowToGetTheKubeconfig(t *testing.T) {
 
 	run := start(t, "", "create", "demo", "-n", ns, "--workers", "2", "--timeout", "1m")
 	eventuallyCluster(t, ns, "demo")
-	setStatus(t, ns, "demo", ready)
+	setStatus(t, ns, "demo", knesttest.Ready)
 
 	r := run.wait()
 	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)

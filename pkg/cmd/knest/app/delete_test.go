@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/internal/knesttest"
 )
 
 // What Delete does and waits for is pkg/knest's (delete_test.go there); here, that
@@ -32,11 +33,11 @@ func TestDeleteFlagsMakeTheRequest(t *testing.T) {
 	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
 	g.Expect(gone(t, ns, "one")()).To(BeTrue())
 	g.Expect(gone(t, ns, "two")()).To(BeTrue())
-	g.Expect(lines(r.stderr)).To(ContainElements("✓ cluster one deleted", "✓ cluster two deleted"))
+	g.Expect(knesttest.Lines(r.stderr)).To(ContainElements("✓ cluster one deleted", "✓ cluster two deleted"))
 
 	r = knest(t, "", "delete", "one", "-n", ns)
 	g.Expect(r.err).To(MatchError("cluster one not found in namespace " + ns))
-	g.Expect(lines(r.stderr)).To(Equal([]string{"ERROR: cluster one not found in namespace " + ns}))
+	g.Expect(knesttest.Lines(r.stderr)).To(Equal([]string{"ERROR: cluster one not found in namespace " + ns}))
 }
 
 func TestDeleteWaitFlags(t *testing.T) {
@@ -62,6 +63,6 @@ func TestDeleteWaitFlags(t *testing.T) {
 	// Without --wait the command returns at once.
 	r = knest(t, "", "delete", "demo", "-n", ns, "--wait=false")
 	g.Expect(r.err).NotTo(HaveOccurred())
-	g.Expect(lines(r.stderr)).To(Equal([]string{"✓ deletion of cluster demo requested"}))
+	g.Expect(knesttest.Lines(r.stderr)).To(Equal([]string{"✓ deletion of cluster demo requested"}))
 	g.Expect(gone(t, ns, "demo")()).To(BeFalse())
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/internal/knesttest"
 )
 
 var spaces = regexp.MustCompile(`\s+`)
@@ -20,7 +21,7 @@ func row(line string) string { return spaces.ReplaceAllString(strings.TrimSpace(
 
 func rows(s string) []string {
 	var out []string
-	for _, l := range lines(s) {
+	for _, l := range knesttest.Lines(s) {
 		out = append(out, row(l))
 	}
 	return out
@@ -39,7 +40,7 @@ func TestListAndGet(t *testing.T) {
 	g.Expect(knest(t, "", "create", "beta", "-n", ns, "--wait=false", "--version", "v1.33.1").err).To(Succeed())
 	g.Expect(knest(t, "", "create", "gamma", "-n", other, "--wait=false").err).To(Succeed())
 	setStatus(t, ns, "alpha", func(nc *knestv1.NestedCluster) {
-		ready(nc)
+		knesttest.Ready(nc)
 		nc.Status.Workers[1].Ready = 0
 		nc.Status.Workers[1].Current = 0
 		nc.Status.Workers[1].UpToDate = 0
@@ -48,8 +49,8 @@ func TestListAndGet(t *testing.T) {
 		nc.Status.Phase = knestv1.PhaseScaling
 		nc.Status.KubeconfigSecretName = "alpha-kubeconfig"
 		nc.Status.Version = "v1.34.3"
-		nc.Status.Conditions[0] = condition(knestv1.ReadyCondition, metav1.ConditionFalse, knestv1.NodesNotReadyReason, "pool gpu: 0 of 1 nodes ready")
-		nc.Status.Conditions[2] = condition(knestv1.WorkersReadyCondition, metav1.ConditionFalse, knestv1.ScalingUpReason, "pool gpu: 0 of 1 nodes ready")
+		nc.Status.Conditions[0] = knesttest.Condition(knestv1.ReadyCondition, metav1.ConditionFalse, knestv1.NodesNotReadyReason, "pool gpu: 0 of 1 nodes ready")
+		nc.Status.Conditions[2] = knesttest.Condition(knestv1.WorkersReadyCondition, metav1.ConditionFalse, knestv1.ScalingUpReason, "pool gpu: 0 of 1 nodes ready")
 	})
 
 	r = knest(t, "", "list", "-n", ns)

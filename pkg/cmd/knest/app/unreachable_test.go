@@ -8,6 +8,8 @@ import (
 
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/knest-dev/knest/pkg/internal/knesttest"
 )
 
 // TestUnreachableHost: when the host's API server refuses connections, or accepts them
@@ -43,7 +45,7 @@ func TestUnreachableHost(t *testing.T) {
 		r := knest(t, "", "list", "--kubeconfig", kc, "--request-timeout", "2s")
 		took := time.Since(start)
 		g.Expect(r.err).To(HaveOccurred())
-		g.Expect(lines(r.stderr)).To(ConsistOf(And(
+		g.Expect(knesttest.Lines(r.stderr)).To(ConsistOf(And(
 			HavePrefix("ERROR: the host cluster's API server https://"+tc.addr+" "+tc.want+" ("),
 			HaveSuffix("check that it is up and that --kubeconfig and --context point at it (--request-timeout bounds each request)"))))
 		g.Expect(took).To(BeNumerically("<", 10*time.Second), "the request timeout bounds the command")

@@ -6,13 +6,9 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
-	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/internal/knesttest"
 	"github.com/knest-dev/knest/pkg/kubever"
 )
 
@@ -27,7 +23,7 @@ func TestUpgradeFlagsMakeTheRequest(t *testing.T) {
 
 	r := knest(t, "", "upgrade", "demo", "-n", ns, "--version", "1.33.0", "--hold-pool", "gpu", "--wait=false")
 	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
-	g.Expect(lines(r.stderr)).To(ContainElement("✓ cluster demo upgrading: control plane v1.32.4 -> v1.33.0, pool gpu held at v1.32.4"))
+	g.Expect(knesttest.Lines(r.stderr)).To(ContainElement("✓ cluster demo upgrading: control plane v1.32.4 -> v1.33.0, pool gpu held at v1.32.4"))
 	g.Expect(r.stderr).To(ContainSubstring("Follow it with:\n  knest get demo -n " + ns))
 	g.Expect(r.stdout).To(BeEmpty(), "no node table without --wait")
 	nc := getCluster(g, t.Context(), ns, "demo")
@@ -68,30 +64,8 @@ func TestUpgradeRefusesBadFlags(t *testing.T) {
 // Node joined and is Ready, as Cluster API leaves it after an upgrade.
 func readyMachine(t *testing.T, ns, clusterName, pool, name, version string) {
 	t.Helper()
-	g := NewWithT(t)
-	labels := map[string]string{clusterv1.ClusterNameLabel: clusterName, knestv1.ClusterNameLabel: clusterName, knestv1.PoolNameLabel: pool}
-	if pool == knestv1.ControlPlanePool {
-		labels[clusterv1.MachineControlPlaneLabel] = ""
-	} else {
-		labels[clusterv1.MachineDeploymentNameLabel] = cluster.PoolName(clusterName, pool)
-	}
-	m := &clusterv1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
-		Spec: clusterv1.MachineSpec{
-			ClusterName: clusterName,
-			Version:     version,
-			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(name + "-bootstrap")},
-			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-				APIGroup: "infrastructure.cluster.x-k8s.io", Kind: "KubevirtMachine", Name: name,
-			},
-		},
-	}
-	g.Expect(env.Client.Create(t.Context(), m)).To(Succeed())
-	m.Status.NodeRef = clusterv1.MachineNodeReference{Name: name}
-	m.Status.NodeInfo = &corev1.NodeSystemInfo{KubeletVersion: version}
-	m.Status.Conditions = []metav1.Condition{{Type: clusterv1.MachineNodeReadyCondition, Status: metav1.ConditionTrue,
-		Reason: "NodeReady", LastTransitionTime: metav1.Now()}}
-	g.Expect(env.Client.Status().Update(t.Context(), m)).To(Succeed())
+	knesttest.CreateMachine(t, env.Client, ns, clusterName, pool, name, version)
+	knesttest.JoinNode(t, env.Client, ns, name, true)
 }
 
 // With --wait the command ends with the versions the nodes run, on stdout; a wait
@@ -100,14 +74,14 @@ func TestUpgradeWaitPrintsNodeVersions(t *testing.T) {
 	g := NewWithT(t)
 	ns := newNamespace(t)
 	g.Expect(knest(t, "", "create", "demo", "-n", ns, "--wait=false", "--version", "v1.34.4", "--workers", "1").err).To(Succeed())
-	setStatus(t, ns, "demo", ready)
+	setStatus(t, ns, "demo", knesttest.Ready)
 	readyMachine(t, ns, "demo", "workers", "demo-workers-new", "v1.35.4")
 	readyMachine(t, ns, "demo", knestv1.ControlPlanePool, "demo-cp-new", "v1.35.4")
 	readyMachine(t, ns, "other", "workers", "other-workers-new", "v1.35.4")
 
 	run := start(t, "", "upgrade", "demo", "-n", ns, "--version", "v1.35.4", "--timeout", "1m")
 	g.Eventually(func() string { return getCluster(g, t.Context(), ns, "demo").Spec.Version }, 10*time.Second).Should(Equal("v1.35.4"))
-	setStatus(t, ns, "demo", ready)
+	setStatus(t, ns, "demo", knesttest.Ready)
 	r := run.wait()
 	g.Expect(r.err).NotTo(HaveOccurred(), r.stderr)
 	//nolint:dupword // a node is named after its machine, as CAPK names it
@@ -131,7 +105,7 @@ func TestGetShowsDifferingVersions(t *testing.T) {
 
 	// The control plane rolls: one of two machines up to date, the oldest at v1.34.4.
 	setStatus(t, ns, "demo", func(nc *knestv1.NestedCluster) {
-		ready(nc)
+		knesttest.Ready(nc)
 		nc.Status.Phase = knestv1.PhaseUpgrading
 		nc.Status.Version = "v1.34.4"
 		nc.Status.ControlPlane.Current, nc.Status.ControlPlane.UpToDate = 2, 1
@@ -156,7 +130,7 @@ func TestGetShowsDifferingVersions(t *testing.T) {
 
 	// The control plane is done; the default pool rolls; gpu stays behind.
 	setStatus(t, ns, "demo", func(nc *knestv1.NestedCluster) {
-		ready(nc)
+		knesttest.Ready(nc)
 		nc.Status.Phase = knestv1.PhaseUpgrading
 		nc.Status.Workers[0].Current, nc.Status.Workers[0].UpToDate = 3, 1
 	})
