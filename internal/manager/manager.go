@@ -164,10 +164,12 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	r := &nestedcluster.Reconciler{
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorderFor("knest"),
-		Render:    opts.Render,
-		Self:      self,
-		Tenants:   &tenant.KubeconfigReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second, Every: 30 * time.Second},
+		// The events.k8s.io recorder changes every event call and the controller's
+		// RBAC; until then, core/v1 events, which Cluster API's controllers still write.
+		Recorder: mgr.GetEventRecorderFor("knest"), //nolint:staticcheck // see above
+		Render:   opts.Render,
+		Self:     self,
+		Tenants:  &tenant.KubeconfigReader{Reader: mgr.GetAPIReader(), Timeout: 10 * time.Second, Every: 30 * time.Second},
 		// Often enough that a control plane that came back blank is reported
 		// before anyone acts on it; one GET of kube-system per cluster.
 		TenantCheckInterval: time.Minute,
