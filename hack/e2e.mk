@@ -28,16 +28,21 @@ DEMO_CLUSTER ?= knest-demo
 # emulates its VMs (one guest to emulate instead of two), vm under KVM.
 DEMO_CONTROL_PLANE ?=
 
-# The tenant tests make e2e runs: a hosted tenant, then one with a VM control plane
-# (12–14 and 10–12 minutes on the machine CI runs on; on a machine that emulates
-# guests 2-3 times slower a VM control plane did not come up: docs/e2e.md).
-E2E_TESTS ?= TestHostedCluster|TestTenantCluster
+# The tenant tests make e2e runs. Empty: a hosted tenant, then one with a VM control
+# plane where the host runs its VMs under KVM; under emulation the hosted tenant alone
+# (on a 2-core machine without /dev/kvm it took 30 minutes and the VM tenant 17 to
+# create, past CI's budget: make e2e-vm runs it).
+E2E_TESTS ?=
+E2E_TESTS_KVM = TestHostedCluster|TestTenantCluster
+E2E_TESTS_TCG = TestHostedCluster
 
 .PHONY: e2e
 e2e: $(KIND_PREREQS) ## Bring up the kind host, run the kind checks, then a hosted tenant cluster (create, faults, backup, volumes, load balancers, scale, delete) and one with a VM control plane (create, isolation, its qemu killed, delete) with the CLI (in .ci/run; KEEP=1 keeps the host).
 	$(call kind-host-up,$(E2E_STATE_DIR)) $(KIND_CHECKS); \
+	tests='$(E2E_TESTS)'; [ -n "$$tests" ] || { [ "$$KNEST_E2E_ACCEL" = kvm ] && tests='$(E2E_TESTS_KVM)' || tests='$(E2E_TESTS_TCG)'; }; \
+	echo "e2e: $$tests (guests under $$KNEST_E2E_ACCEL)"; \
 	KNEST_E2E_STATE_DIR=$(E2E_STATE_DIR) KNEST_E2E_FULL=$(KNEST_E2E_FULL) KNEST_E2E_SECOND_CLUSTER=$(KNEST_E2E_SECOND_CLUSTER) \
-		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run '^($(E2E_TESTS))$$' $(GO_TEST_FLAGS) ./e2e/tenant
+		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run "^($$tests)\$$" $(GO_TEST_FLAGS) ./e2e/tenant
 
 .PHONY: e2e-vm
 e2e-vm: ## As e2e, with only the tenant whose control plane is a VM.
