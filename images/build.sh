@@ -19,8 +19,9 @@
 #
 # A step writes to a .tmp path and renames it when complete, so an interrupted build
 # never leaves an output that a later build takes as finished. Outputs are never
-# rewritten: a changed input makes a new out/<version>-<hash> and the symlink moves
-# (VMs may be running from an older disk as their qcow2 backing file).
+# rewritten: a changed input makes a new out/<version>-<hash>, the symlink moves, and
+# the version's older disk/ and out/ are removed (KNEST_NODE_IMAGE_KEEP_OLD=true keeps
+# them for a VM still running from an older disk as its qcow2 backing file).
 #
 # KNEST_NODE_IMAGE_BAKE=false skips the boot under qemu (no qemu-system-x86_64
 # needed); the image then imports its images at every boot.
@@ -64,10 +65,31 @@ if ((${#missing[@]})); then
 fi
 [ "$(id -u)" = 0 ] || die "the node image build runs as root (mmdebstrap --mode=root, file ownership in the disk image)"
 mkdir -p "$cache"
-free_gib=$(($(df --output=avail -k "$cache" | tail -1) / 1024 / 1024))
-if ((free_gib < min_free_gib)); then
-	die "only ${free_gib} GiB free under $cache; the build needs about ${min_free_gib} GiB (free space or set KNEST_CACHE elsewhere)"
-fi
+
+# check_free_space fails before the first step that builds anything; a build whose
+# every step is cached needs no space.
+space_checked=false
+check_free_space() {
+	[ "$space_checked" = false ] || return 0
+	space_checked=true
+	local free_gib=$(($(df --output=avail -k "$cache" | tail -1) / 1024 / 1024))
+	if ((free_gib < min_free_gib)); then
+		die "only ${free_gib} GiB free under $cache; the build needs about ${min_free_gib} GiB (free space or set KNEST_CACHE elsewhere)"
+	fi
+}
+
+# prune_older DIR: removes the outputs of DIR's version that DIR replaced
+# (DIR is <parent>/<version>-<hash>), so that every change of an input does not leave
+# gigabytes behind. KNEST_NODE_IMAGE_KEEP_OLD=true keeps them.
+prune_older() {
+	local keep=$1 old
+	[ "${KNEST_NODE_IMAGE_KEEP_OLD:-false}" != true ] || return 0
+	for old in "${keep%-*}"-*; do
+		[ -d "$old" ] && [ "$old" != "$keep" ] && [[ $old != *.tmp ]] || continue
+		log "removing the replaced $old"
+		rm -rf "$old"
+	done
+}
 
 # hash_inputs prints a short digest of files and strings.
 hash_inputs() {
@@ -90,6 +112,7 @@ step() {
 	if [ -e "$dir" ]; then
 		return 0
 	fi
+	check_free_space
 	tmp=$dir.tmp
 	rm -rf "$tmp"
 	mkdir -p "$tmp"
@@ -481,6 +504,8 @@ build_out() {
 step "$out" build_out
 ln -sfn "$(basename "$out")" "$cache/out/$version.tmp"
 mv -T "$cache/out/$version.tmp" "$cache/out/$version"
+prune_older "$disk"
+prune_older "$out"
 log "node image $version: $cache/out/$version"
 ls -l "$cache/out/$version/" >&2
 

@@ -80,4 +80,5 @@ JSON
 step "$kind_out" build_kind
 ln -sfn "$(basename "$kind_out")" "$cache/kind/$version.tmp"
 mv -T "$cache/kind/$version.tmp" "$cache/kind/$version"
+prune_older "$kind_out"
 log "kind node $version: $cache/kind/$version/kind-node.tar"
