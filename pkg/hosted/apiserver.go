@@ -141,7 +141,7 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 	readiness := probe("/readyz")
 	readiness.FailureThreshold = 3
 	liveness := probe("/livez")
-	liveness.InitialDelaySeconds = 30
+	startup := in.startupProbe(liveness.ProbeHandler)
 	podLabels := selector(c, ComponentAPIServer)
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
@@ -172,7 +172,7 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 							Name: "kube-apiserver", Image: componentImage("kube-apiserver", v), ImagePullPolicy: corev1.PullIfNotPresent,
 							Command: append([]string{"kube-apiserver"}, args(apiserver)...), Resources: withDefaults(s.Resources, apiServerDefaults),
 							Ports:          []corev1.ContainerPort{{Name: "https", ContainerPort: APIServerPort, Protocol: corev1.ProtocolTCP}},
-							ReadinessProbe: readiness, LivenessProbe: liveness,
+							ReadinessProbe: readiness, LivenessProbe: liveness, StartupProbe: startup,
 							VolumeMounts: []corev1.VolumeMount{pki, mount("config", "/config"), mount("konnectivity", konnectivitySocketDir)},
 						},
 						in.konnectivityServerContainer(kc, pki),

@@ -147,6 +147,7 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 		return nil, nil, err
 	}
 	members := EtcdMembers(in.HCP)
+	livez := corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt(etcdMetrics)}}
 	// A member's own name under the headless Service; literal for one member, so
 	// that clusters made before etcd had more keep their pod template.
 	host := etcdHost(c, in.ns(), 0)
@@ -227,9 +228,10 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 							PeriodSeconds: 5, TimeoutSeconds: 15,
 						},
 						LivenessProbe: &corev1.Probe{
-							ProbeHandler:        corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/livez", Port: intstr.FromInt(etcdMetrics)}},
-							InitialDelaySeconds: 30, PeriodSeconds: 10, TimeoutSeconds: 15, FailureThreshold: 8,
+							ProbeHandler:  livez,
+							PeriodSeconds: 10, TimeoutSeconds: 15, FailureThreshold: 8,
 						},
+						StartupProbe: in.startupProbe(livez),
 					}},
 					Volumes: []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 						// Owned by root, the pod's group (fsGroup) reads them.

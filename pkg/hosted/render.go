@@ -108,7 +108,27 @@ type Input struct {
 	EtcdStorageClass *string
 	// EtcdStopped scales etcd to zero members (a restore writes its volume).
 	EtcdStopped bool
+	// HostSlowdown is how many times slower than hardware speed the host runs
+	// (`knest controller --host-slowdown`; below 1 means 1): it stretches the
+	// time the API server and etcd are given to start.
+	HostSlowdown int
 }
+
+// startupProbe gives a container StartupSeconds (times the host's slowdown) to
+// answer path before its liveness probe may restart it. With a fixed delay instead,
+// a host starting many control planes at once restarted API servers that were slow,
+// not stuck, and each restart began the slow start again.
+func (in Input) startupProbe(handler corev1.ProbeHandler) *corev1.Probe {
+	const period = 10
+	return &corev1.Probe{
+		ProbeHandler: handler, PeriodSeconds: period, TimeoutSeconds: 15,
+		FailureThreshold: int32(StartupSeconds * max(in.HostSlowdown, 1) / period),
+	}
+}
+
+// StartupSeconds is how long, at hardware speed, the API server and etcd have to
+// start before their liveness probes count.
+const StartupSeconds = 300
 
 func (in Input) ns() string { return in.HCP.Namespace }
 

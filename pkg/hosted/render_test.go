@@ -167,3 +167,27 @@ func TestConfigMapsCarryKnestsLabel(t *testing.T) {
 		g.Expect(cm.Labels).To(HaveKeyWithValue(knestv1.ClusterNameLabel, "demo"), cm.Name)
 	}
 }
+
+// The API server and etcd have StartupSeconds, times the host's slowdown, before
+// their liveness probes may restart them; after that a stuck one is restarted within
+// 80 s either way.
+func TestStartupFollowsTheHost(t *testing.T) {
+	g := NewWithT(t)
+	budget := func(p *corev1.Probe) int32 { return p.PeriodSeconds * p.FailureThreshold }
+	for _, slowdown := range []int{0, 1, 3} {
+		in := input()
+		in.HostSlowdown = slowdown
+		for name, spec := range podSpecs(t, in) {
+			if name == "kubeadm" {
+				continue
+			}
+			c := spec.Containers[0]
+			g.Expect(c.StartupProbe).NotTo(BeNil(), name)
+			g.Expect(budget(c.StartupProbe)).To(Equal(int32(StartupSeconds*max(slowdown, 1))), "%s at slowdown %d", name, slowdown)
+			g.Expect(c.StartupProbe.HTTPGet.Path).To(Equal("/livez"), name)
+			g.Expect(c.StartupProbe.ProbeHandler).To(Equal(c.LivenessProbe.ProbeHandler), name)
+			g.Expect(c.LivenessProbe.InitialDelaySeconds).To(BeZero(), "%s: the startup probe gates liveness", name)
+			g.Expect(budget(c.LivenessProbe)).To(Equal(int32(80)), name)
+		}
+	}
+}

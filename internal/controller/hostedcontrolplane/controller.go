@@ -69,6 +69,9 @@ func (r *Reconciler) applier() *apply.Applier {
 // Reconciler reconciles HostedControlPlanes.
 type Reconciler struct {
 	Client client.Client
+	// HostSlowdown stretches the time control-plane pods have to start (see
+	// hosted.Input.HostSlowdown).
+	HostSlowdown int
 }
 
 // SetupWithManager registers the controller; every host object it makes is owned
@@ -228,7 +231,7 @@ func (r *Reconciler) reconcileService(ctx context.Context, s *scope) (stepResult
 	if svc.Spec.ClusterIP == "" {
 		return stepResult{wait: true, requeueAfter: clusterIPRequeue}, nil
 	}
-	s.in = hosted.Input{HCP: s.hcp, Cluster: s.cluster.Name, ServiceIP: svc.Spec.ClusterIP}
+	s.in = hosted.Input{HCP: s.hcp, Cluster: s.cluster.Name, ServiceIP: svc.Spec.ClusterIP, HostSlowdown: r.HostSlowdown}
 	s.hcp.Spec.ControlPlaneEndpoint = s.in.Endpoint()
 	return stepResult{}, nil
 }
