@@ -92,3 +92,19 @@ demo: $(KIND_PREREQS) build ## Bring up a kind host (DEMO_CLUSTER) and a tenant 
 .PHONY: demo-down
 demo-down: $(KIND) ## Delete the demo's kind host and the tenant cluster on it.
 	$(KIND_ENV) hack/kind/down.sh
+
+##@ Density on the kind host
+
+# make bench-density: N hosted tenants without workers on the kind host, created in
+# steps (DENSITY_STEPS, then N; each step's new tenants at once), measured at rest
+# after each (hack/bench/density; docs/benchmark.md). KEEP=1 keeps the host and the
+# tenants; the report is in DENSITY_STATE_DIR.
+N ?= 20
+DENSITY_STEPS ?= 1,5,10
+DENSITY_FLAGS ?=
+DENSITY_STATE_DIR ?= $(KNEST_CACHE)/bench/density-last-run
+
+.PHONY: bench-density
+bench-density: $(KIND_PREREQS) ## Create N hosted tenants (default 20) on the kind host in steps; report time to Ready, per-tenant cost at rest (kubelet metrics), the host's room, the controller's cost and tenant GET latency.
+	$(call kind-host-up,$(DENSITY_STATE_DIR)) \
+	$(GO) run ./hack/bench/density -n $(N) -steps $(DENSITY_STEPS) -out $(DENSITY_STATE_DIR)/density.md $(if $(filter 1,$(KEEP)),-keep) $(DENSITY_FLAGS)

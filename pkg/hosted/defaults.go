@@ -11,21 +11,25 @@ import (
 // worker, create, webhooks, etcd pods deleted, backup and restore, a second
 // tenant): kube-apiserver 245 MiB, kube-controller-manager 52, kube-scheduler 20,
 // etcd 36, konnectivity-server 9; the kubeadm containers ran to completion within
-// their limit. Requests are about the
-// peak of a small tenant; limits leave 4 (kube-apiserver) to 28 (etcd, whose memory
-// grows with the tenant's objects and its raft log) times that for larger tenants.
-// A tenant that outgrows them raises controlPlane.hosted.*.resources.
+// their limit. Memory requests are about the peak of a small tenant; limits leave 4
+// (kube-apiserver) to 28 (etcd, whose memory grows with the tenant's objects and its
+// raft log) times that for larger tenants. CPU requests are about the use of a
+// tenant at rest (make bench-density: the kubelet's figures, median over tenants,
+// docs/benchmark.md), 39m in all, so that twenty idle tenants fit a 2-core host
+// beside its own pods; what a tenant uses above that it gets from the node's idle
+// CPU, shared by requests under contention. A tenant that needs more raises
+// controlPlane.hosted.*.resources.
 //
 // The memory limit keeps a leaking component from pressing the host node: it is
 // OOM-killed in its own container. There is no CPU limit: CFS throttling stalls
 // the API server (slow requests, failed probes, lost leases) while the node's
 // CPU sits idle; the request already shares CPU under contention.
 const (
-	apiServerCPU, apiServerMemory, apiServerMemoryLimit                   = "50m", "256Mi", "1Gi"
-	controllerManagerCPU, controllerManagerMemory, controllerManagerLimit = "20m", "64Mi", "384Mi"
-	schedulerCPU, schedulerMemory, schedulerMemoryLimit                   = "10m", "32Mi", "192Mi"
-	etcdCPU, etcdMemory, etcdMemoryLimit                                  = "20m", "64Mi", "1Gi"
-	konnectivityCPU, konnectivityMemory, konnectivityMemoryLimit          = "5m", "16Mi", "128Mi"
+	apiServerCPU, apiServerMemory, apiServerMemoryLimit                   = "20m", "256Mi", "1Gi"
+	controllerManagerCPU, controllerManagerMemory, controllerManagerLimit = "8m", "64Mi", "384Mi"
+	schedulerCPU, schedulerMemory, schedulerMemoryLimit                   = "2m", "32Mi", "192Mi"
+	etcdCPU, etcdMemory, etcdMemoryLimit                                  = "8m", "64Mi", "1Gi"
+	konnectivityCPU, konnectivityMemory, konnectivityMemoryLimit          = "1m", "16Mi", "128Mi"
 	kubeadmCPU, kubeadmMemory, kubeadmMemoryLimit                         = "10m", "32Mi", "256Mi"
 )
 
