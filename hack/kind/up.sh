@@ -193,10 +193,15 @@ done
 # volumes live under the node's /tmp, a tmpfs: a node restart lost every hosted etcd.
 # local-path-provisioner (upstream's manifest with this host's images and a path on
 # the node's /var, kind's volume that outlives the node container) takes its place.
-# Its helper pod (mkdir, rm) runs in the kubeadm image, which has busybox.
-step "default StorageClass: local-path-provisioner $localpath_version on /var/local-path-provisioner"
+# Its helper pod (mkdir, rm) runs in the kubeadm image, which has busybox. The helper
+# pod's time (2 minutes by default) follows the host's slowdown: a host starting ten
+# hosted tenants at once took longer than 2 minutes to start one, and each retry
+# starts a new one (make bench-density).
+localpath_timeout=$((120 * KNEST_HOST_SLOWDOWN))
+step "default StorageClass: local-path-provisioner $localpath_version on /var/local-path-provisioner (helper pods: ${localpath_timeout}s)"
 sed -e "s#image: rancher/local-path-provisioner:.*#image: knest.local/local-path-provisioner:$localpath_version#" \
   -e "s#image: busybox#image: knest.local/kubeadm:$NODE_KUBE_VERSION#" \
+  -e "s#\"nodePathMap\":\\[#\"cmdTimeoutSeconds\": $localpath_timeout, \"nodePathMap\":[#" \
   -e "s#/opt/local-path-provisioner#/var/local-path-provisioner#" \
   "$localpath_dir/deploy/local-path-storage.yaml" | kubectl apply --server-side --force-conflicts -f -
 kubectl annotate --overwrite storageclass standard storageclass.kubernetes.io/is-default-class=false
