@@ -67,9 +67,11 @@ KERNEL_IMAGE_REF=${KERNEL_IMAGE_REF:-docker.io/knest/node-kernel:$NODE_KUBE_VERS
 # KNEST_E2E_HOST_KUBECONFIG, KNEST_E2E_NODE_IMAGE, KNEST_E2E_KERNEL_IMAGE.
 KIND_ENV_FILE=${KIND_ENV_FILE:-$KNEST_CACHE/kind/$KIND_CLUSTER.env}
 
-# The container engine kind drives. podman needs two settings on hosts like the
-# build machines (no CAP_SYS_RESOURCE, crun refusing a hybrid cgroup layout); they go
-# in a containers.conf of our own, not /etc.
+# The container engine kind drives. podman needs three settings on hosts like the
+# build machines (no CAP_SYS_RESOURCE, crun refusing a hybrid cgroup layout, and no
+# limit of 2048 processes per container: ten hosted tenants' threads reached it, and
+# runc then failed to start containers); they go in a containers.conf of our own, not
+# /etc, written anew when these settings change.
 kind_engine() {
   if [[ -z $KIND_ENGINE ]]; then
     if command -v docker >/dev/null && docker info >/dev/null 2>&1; then KIND_ENGINE=docker; else KIND_ENGINE=podman; fi
@@ -77,9 +79,10 @@ kind_engine() {
   if [[ $KIND_ENGINE == podman ]]; then
     export KIND_EXPERIMENTAL_PROVIDER=podman
     export CONTAINERS_CONF=${CONTAINERS_CONF:-$KNEST_CACHE/kind/containers.conf}
-    if [[ ! -f $CONTAINERS_CONF ]]; then
+    local conf='[containers]\ndefault_ulimits = []\npids_limit = 0\n\n[engine]\nruntime = "runc"\n'
+    if [[ "$(cat "$CONTAINERS_CONF" 2>/dev/null)" != "$(printf "$conf")" ]]; then
       mkdir -p "$(dirname "$CONTAINERS_CONF")"
-      printf '[containers]\ndefault_ulimits = []\n\n[engine]\nruntime = "runc"\n' >"$CONTAINERS_CONF"
+      printf "$conf" >"$CONTAINERS_CONF"
     fi
   fi
 }
