@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -154,29 +153,6 @@ func (g *Graph) Objects() []client.Object {
 		objs = append(objs, g.StorageConfigMap, g.StorageCRS)
 	}
 	return objs
-}
-
-// Stages groups Objects into what can be applied at once: the isolation policy
-// alone, before anything that runs; then what others only reference (templates,
-// ConfigMaps, the KubevirtCluster, service accounts and their RBAC); then what acts
-// on those (the Cluster, control plane, MachineDeployments, health checks,
-// ClusterResourceSets, Deployments). Within a stage the order of Objects holds.
-func (g *Graph) Stages() [][]client.Object {
-	var referenced, acting []client.Object
-	for _, obj := range g.Objects() {
-		if obj == client.Object(g.Isolation) {
-			continue
-		}
-		switch obj.(type) {
-		case *clusterv1.Cluster, *controlplanev1.KubeadmControlPlane, *hcpv1.HostedControlPlane,
-			*clusterv1.MachineDeployment, *clusterv1.MachineHealthCheck, *addonsv1.ClusterResourceSet,
-			*appsv1.Deployment, *appsv1.DaemonSet, *appsv1.StatefulSet:
-			acting = append(acting, obj)
-		default:
-			referenced = append(referenced, obj)
-		}
-	}
-	return [][]client.Object{{g.Isolation}, referenced, acting}
 }
 
 // Render returns the object graph for nc. nc must be defaulted (by the API server or

@@ -1,13 +1,11 @@
 package cluster_test
 
 import (
-	"slices"
 	"testing"
 
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/cluster"
@@ -69,41 +67,6 @@ func TestRenderNamesAndLabels(t *testing.T) {
 	vmi := gpu.MachineTemplate.Spec.Template.Spec.VirtualMachineTemplate.Spec.Template.Spec
 	g.Expect(vmi.Domain.Devices.GPUs).To(HaveLen(1))
 	g.Expect(vmi.Volumes[0].ContainerDisk.Image).To(Equal("knest/node:" + knestv1.DefaultVersion))
-}
-
-// Stages: the isolation policy before anything, what is referenced before what
-// references it, and every object once.
-func TestStagesApplyReferencesFirst(t *testing.T) {
-	g := NewWithT(t)
-	graph, err := cluster.Render(demo(), cluster.Options{})
-	g.Expect(err).NotTo(HaveOccurred())
-	kinds := func(objs []client.Object) []string {
-		var out []string
-		for _, obj := range objs {
-			out = append(out, obj.GetObjectKind().GroupVersionKind().Kind)
-		}
-		return out
-	}
-	stages := graph.Stages()
-	g.Expect(stages).To(HaveLen(3))
-	g.Expect(kinds(stages[0])).To(Equal([]string{"NetworkPolicy"}))
-	g.Expect(kinds(stages[1])).To(Equal([]string{
-		"KubevirtCluster", "KubevirtMachineTemplate",
-		"KubevirtMachineTemplate", "KubeadmConfigTemplate", "KubevirtMachineTemplate", "KubeadmConfigTemplate",
-		"ConfigMap", "ServiceAccount", "Role", "RoleBinding", "ServiceAccount", "Role", "RoleBinding", "ConfigMap",
-	}))
-	g.Expect(kinds(stages[2])).To(Equal([]string{
-		"Cluster", "KubeadmControlPlane", "MachineHealthCheck", "MachineDeployment", "MachineHealthCheck",
-		"MachineDeployment", "MachineHealthCheck", "ClusterResourceSet", "Deployment", "Deployment", "ClusterResourceSet",
-	}))
-	g.Expect(slices.Concat(stages...)).To(ConsistOf(graph.Objects()))
-
-	hosted := demo()
-	hosted.Spec.ControlPlane.Mode = knestv1.ControlPlaneHosted
-	graph, err = cluster.Render(hosted, cluster.Options{})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(kinds(graph.Stages()[2])).To(HaveExactElements("Cluster", "HostedControlPlane", "MachineDeployment",
-		"MachineHealthCheck", "MachineDeployment", "MachineHealthCheck", "ClusterResourceSet", "Deployment", "Deployment", "ClusterResourceSet"))
 }
 
 func TestRenderTemplateHashes(t *testing.T) {

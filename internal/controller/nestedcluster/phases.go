@@ -2,9 +2,7 @@ package nestedcluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -61,6 +59,7 @@ func (r *Reconciler) reconcileAccess(ctx context.Context, s *scope) error {
 // reconcileGraph renders the graph (at the version still rolling out, if one is
 // held) and applies it; paused, only the pause itself.
 func (r *Reconciler) reconcileGraph(ctx context.Context, s *scope) error {
+	log := ctrl.LoggerFrom(ctx)
 	desired := s.nc
 	held, err := r.heldVersion(ctx, s.nc)
 	if err != nil {
@@ -78,42 +77,25 @@ func (r *Reconciler) reconcileGraph(ctx context.Context, s *scope) error {
 	}
 	s.graph = graph
 
-	stages := graph.Stages()
+	objs := graph.Objects()
 	if s.nc.Spec.Paused {
 		// Only propagate the pause itself, which Cluster API's controllers honour for
 		// every object of the Cluster; leave everything else as it is.
-		stages = [][]client.Object{{graph.Cluster}}
+		objs = []client.Object{graph.Cluster}
 	}
-	for _, stage := range stages {
-		if err := r.applyAll(ctx, s.nc, stage); err != nil {
+	for _, obj := range objs {
+		wrote, err := r.applier().Apply(ctx, s.nc, obj)
+		if err != nil {
 			return err
+		}
+		if wrote {
+			log.V(1).Info("Applied", "kind", obj.GetObjectKind().GroupVersionKind().Kind, "name", obj.GetName())
 		}
 	}
 	if s.nc.Spec.ControlPlane.IsHosted() && !s.nc.Spec.Paused {
 		return r.markInfrastructureReady(ctx, graph.KubevirtCluster)
 	}
 	return nil
-}
-
-// applyAll applies the objects of one stage at once: a stage's objects do not
-// reference each other, and one round trip per stage instead of one per object is
-// what brings a new cluster's reconcile from 11 sequential applies to 3. The next
-// stage starts only once all of this one applied.
-func (r *Reconciler) applyAll(ctx context.Context, nc *knestv1.NestedCluster, objs []client.Object) error {
-	log := ctrl.LoggerFrom(ctx)
-	errs := make([]error, len(objs))
-	var wg sync.WaitGroup
-	for i, obj := range objs {
-		wg.Go(func() {
-			wrote, err := r.applier().Apply(ctx, nc, obj)
-			if wrote {
-				log.V(1).Info("Applied", "kind", obj.GetObjectKind().GroupVersionKind().Kind, "name", obj.GetName())
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // reconcileStale deletes what the spec no longer asks for, unless paused.
