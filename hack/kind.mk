@@ -15,6 +15,7 @@ KIND_VERSION := $(shell awk '{for (i = 1; i < NF; i++) if ($$i == "sigs.k8s.io/k
 KIND := $(KIND_DIR)/bin/kind-$(KIND_VERSION)
 # docker or podman; empty: docker when its engine answers, else podman.
 KIND_ENGINE ?=
+KIND_WORKERS ?= 0
 # The kind host runs the test bed's Kubernetes (v1.34: kubelet v1.35+ refuses these
 # cgroup v1 hosts); tenants run NODE_KUBE_VERSION.
 KIND_NODE_DIR := $(KNEST_CACHE)/node-image/kind/$(KUBE_VERSION)
@@ -37,7 +38,7 @@ KIND_ENV_FILE ?= $(KIND_DIR)/$(KIND_CLUSTER).env
 # Recursive, so that a target's own KIND_CLUSTER or NODE_IMAGE_VERSIONS (make demo,
 # make e2e-upgrade) reaches the scripts. Double quotes only: kind-host-up puts it in
 # a single-quoted trap.
-KIND_ENV = KNEST_CACHE=$(KNEST_CACHE) GO=$(GO) KIND=$(KIND) KIND_ENGINE=$(KIND_ENGINE) KIND_CLUSTER=$(KIND_CLUSTER) \
+KIND_ENV = KNEST_CACHE=$(KNEST_CACHE) GO=$(GO) KIND=$(KIND) KIND_ENGINE=$(KIND_ENGINE) KIND_WORKERS=$(KIND_WORKERS) KIND_CLUSTER=$(KIND_CLUSTER) \
 	KIND_KUBECONFIG=$(KIND_KUBECONFIG) KIND_ENV_FILE=$(KIND_ENV_FILE) \
 	KUBEVIRT_VERSION=$(KUBEVIRT_VERSION) CAPI_VERSION=$(CAPI_VERSION) CAPK_VERSION=$(CAPK_VERSION) \
 	NODE_KUBE_VERSION=$(NODE_KUBE_VERSION) NODE_IMAGE_VERSIONS="$(NODE_IMAGE_VERSIONS)" NODE_IMAGES_DIR=$(NODE_IMAGES_DIR) \

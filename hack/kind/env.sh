@@ -11,6 +11,10 @@ KIND_KUBECONFIG=${KIND_KUBECONFIG:-$KNEST_CACHE/kind/$KIND_CLUSTER.kubeconfig}
 KIND=${KIND:-$KNEST_CACHE/kind/bin/kind}
 # docker or podman; empty picks docker when its engine answers, else podman.
 KIND_ENGINE=${KIND_ENGINE:-}
+# Worker nodes beside the control-plane node (0: one node, which runs everything). Each
+# node runs VMs, holds local-path volumes and answers for MetalLB; with workers the pod
+# network routes each node's pod range through kube-router (up.sh).
+KIND_WORKERS=${KIND_WORKERS:-0}
 
 KUBEVIRT_VERSION=${KUBEVIRT_VERSION:-v1.7.0}
 CAPI_VERSION=${CAPI_VERSION:-v1.13.6}

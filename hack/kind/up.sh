@@ -89,10 +89,14 @@ if grep -qx "$KIND_CLUSTER" <<<"$("$KIND" get clusters 2>/dev/null)"; then
     fi
   done
 fi
-if ! grep -qx "$KIND_CLUSTER" <<<"$("$KIND" get clusters 2>/dev/null)"; then
-  kvm_mount=""
-  if ! $emulation; then kvm_mount=$'  extraMounts:\n  - {hostPath: /dev/kvm, containerPath: /dev/kvm}'; fi
-  # One node: its pod network is the static ptp range of images/kind.
+[[ $KIND_WORKERS =~ ^[0-9]+$ ]] || die "KIND_WORKERS must be a number of worker nodes (0 or more), not '$KIND_WORKERS'"
+if grep -qx "$KIND_CLUSTER" <<<"$("$KIND" get clusters 2>/dev/null)"; then
+  have=$("$KIND" get nodes --name "$KIND_CLUSTER" | wc -l)
+  ((have == KIND_WORKERS + 1)) ||
+    die "kind cluster $KIND_CLUSTER has $have nodes, not $((KIND_WORKERS + 1)) (KIND_WORKERS=$KIND_WORKERS): delete it first (make kind-down)"
+else
+  node_mounts=""
+  if ! $emulation; then node_mounts=$'\n  extraMounts:\n  - {hostPath: /dev/kvm, containerPath: /dev/kvm}'; fi
   "$KIND" create cluster --name "$KIND_CLUSTER" --image "$kind_image" --kubeconfig "$KIND_KUBECONFIG" \
     --wait 5m --config - <<EOF
 kind: Cluster
@@ -101,12 +105,40 @@ networking:
   podSubnet: $pod_cidr
   serviceSubnet: $service_cidr
 nodes:
-- role: control-plane
-$kvm_mount
+- role: control-plane$node_mounts
+$(for ((i = 0; i < KIND_WORKERS; i++)); do echo "- role: worker$node_mounts"; done)
 EOF
 fi
 "$KIND" get kubeconfig --name "$KIND_CLUSTER" >"$KIND_KUBECONFIG"
 mapfile -t nodes < <("$KIND" get nodes --name "$KIND_CLUSTER")
+if ((${#nodes[@]} > 1)); then
+  # The node image's pod network is one static ptp range, enough for one node. With
+  # several, each node takes the range kube-controller-manager gave it, pods keep their
+  # own addresses between nodes (no masquerading inside the pod network, so
+  # NetworkPolicies see the real source), and kube-router's router (off on one node)
+  # exchanges the ranges' routes over BGP, follows a node whose address a restart
+  # changed, and masquerades pod egress out of the cluster. kind taints the
+  # control-plane node when there are workers; here every node runs VMs.
+  step "pod network across ${#nodes[@]} nodes"
+  kubectl taint nodes --all node-role.kubernetes.io/control-plane:NoSchedule- 2>/dev/null || true
+  ip_int() { local IFS=.; set -- $1; echo $((($1 << 24) | ($2 << 16) | ($3 << 8) | $4)); }
+  for node in "${nodes[@]}"; do
+    range=$(kubectl get node "$node" -o jsonpath='{.spec.podCIDR}')
+    [[ $range =~ ^([0-9.]+)/([0-9]+)$ ]] || die "node $node has no IPv4 pod range (spec.podCIDR: '$range')"
+    net=$(ip_int "${BASH_REMATCH[1]}") bits=${BASH_REMATCH[2]}
+    "$KIND_ENGINE" exec "$node" sed -i -e "s#\"subnet\": \"[0-9./]*\"#\"subnet\": \"$range\"#" \
+      -e 's#"ipMasq": true#"ipMasq": false#' /etc/cni/net.d/10-knest-ptp.conflist
+    # Pods that started in the static range before this move to their node's range.
+    kubectl get pods -A --field-selector "spec.nodeName=$node" \
+      -o go-template='{{range .items}}{{if not .spec.hostNetwork}}{{if .status.podIP}}{{.metadata.namespace}} {{.metadata.name}} {{.status.podIP}}{{"\n"}}{{end}}{{end}}{{end}}' |
+      while read -r ns pod ip; do
+        (((($(ip_int "$ip") ^ net) >> (32 - bits)) == 0)) || kubectl -n "$ns" delete pod "$pod" --wait=false
+      done
+  done
+  kubectl -n kube-system patch ds kube-router --type=json -p '[{"op": "replace", "path": "/spec/template/spec/containers/0/args",
+    "value": ["--run-router=true", "--enable-cni=false", "--run-firewall=true", "--run-service-proxy=false", "--health-port=20244"]}]'
+  kubectl -n kube-system rollout status ds/kube-router --timeout=5m
+fi
 # KubeVirt's bridge binding, which knest's VMs use so the guest owns its pod's IP, moves
 # that IP to a dummy link in the launcher pod; kernels built without the dummy driver
 # refuse it ("LinkAdd: operation not supported") and no knest VM gets a network. There
