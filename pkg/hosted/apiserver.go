@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/cluster-api/util/secret"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	"github.com/knest-dev/knest/pkg/placement"
 )
 
 // certsScript makes the pod's certificates and the components' kubeconfigs.
@@ -164,6 +165,7 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 					AutomountServiceAccountToken: ptr.To(false),
 					EnableServiceLinks:           ptr.To(false),
 					SecurityContext:              restrictedPod(),
+					Affinity:                     placement.SpreadAcrossHosts(podLabels),
 					InitContainers: []corev1.Container{kubeadmContainer("certs", v, certsScript,
 						mount("ca", "/secrets/ca"), mount("proxy", "/secrets/proxy"), mount("etcd-ca", "/secrets/etcd"),
 						mount("sa", "/secrets/sa"), mount("config", "/config"), pki, kc, mount("tmp", "/tmp"))},

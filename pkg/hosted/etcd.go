@@ -19,6 +19,7 @@ import (
 
 	"github.com/knest-dev/knest/pkg/backup"
 	"github.com/knest-dev/knest/pkg/kubever"
+	"github.com/knest-dev/knest/pkg/placement"
 )
 
 // etcdImageTags is the etcd image of each minor the API accepts: the one kubeadm of
@@ -215,6 +216,9 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 					// policy (Always) gives a volume written as root by an older knest
 					// to the group, so those members keep their data.
 					SecurityContext: restrictedPod(),
+					// Members on different host nodes: their volumes are bound to the node
+					// they were first scheduled on, so this is where they stay.
+					Affinity: placement.SpreadAcrossHosts(labels),
 					Containers: []corev1.Container{{
 						Name: "etcd", Image: image, ImagePullPolicy: corev1.PullIfNotPresent,
 						SecurityContext: restrictedContainer(),

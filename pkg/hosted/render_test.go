@@ -191,3 +191,26 @@ func TestStartupFollowsTheHost(t *testing.T) {
 		}
 	}
 }
+
+// The API servers and the etcd members each prefer host nodes the others of their kind
+// are not on, so draining or losing one host node takes one of each at most; the
+// kubeadm Job is not spread.
+func TestReplicasSpreadAcrossHostNodes(t *testing.T) {
+	g := NewWithT(t)
+	in := input()
+	in.HCP.Spec.Replicas = ptr.To[int32](3)
+	in.HCP.Spec.Etcd.Members = 3
+	sts, _, err := in.Etcd()
+	g.Expect(err).NotTo(HaveOccurred())
+	for name, tmpl := range map[string]corev1.PodTemplateSpec{
+		"API server": in.Deployment("hash").Spec.Template,
+		"etcd":       sts.Spec.Template,
+	} {
+		g.Expect(tmpl.Spec.Affinity).NotTo(BeNil(), name)
+		terms := tmpl.Spec.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+		g.Expect(terms).To(HaveLen(1), name)
+		g.Expect(terms[0].PodAffinityTerm.TopologyKey).To(Equal(corev1.LabelHostname), name)
+		g.Expect(terms[0].PodAffinityTerm.LabelSelector.MatchLabels).To(Equal(tmpl.Labels), "%s: its own replicas, not the other component's", name)
+	}
+	g.Expect(in.Job("hash").Spec.Template.Spec.Affinity).To(BeNil())
+}

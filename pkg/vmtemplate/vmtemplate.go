@@ -13,6 +13,7 @@ import (
 	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/pkg/placement"
 )
 
 // Names of the root disk inside the VM. CAPK prefixes DataVolume names with the
@@ -85,7 +86,7 @@ func Build(in Input) capkv1.VirtualMachineTemplateSpec {
 		// External: the host's eviction (node maintenance) is handed to CAPK, which
 		// drains the tenant node through Cluster API before the VM goes.
 		EvictionStrategy: ptr(kubevirtv1.EvictionStrategyExternal),
-		Affinity:         spreadAcrossHosts(labels),
+		Affinity:         placement.SpreadAcrossHosts(labels),
 	}
 
 	var dataVolumes []kubevirtv1.DataVolumeTemplateSpec
@@ -147,21 +148,6 @@ func dataVolume(image string, disk knestv1.RootDiskSpec) kubevirtv1.DataVolumeTe
 			Storage: storage,
 		},
 	}
-}
-
-// spreadAcrossHosts prefers putting VMs of one pool on different host nodes, so a
-// host failure takes out as few of a pool's nodes (and etcd members) as possible.
-// Preferred, not required: a small host cluster must still be able to place them.
-func spreadAcrossHosts(labels map[string]string) *corev1.Affinity {
-	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
-			Weight: 100,
-			PodAffinityTerm: corev1.PodAffinityTerm{
-				LabelSelector: &metav1.LabelSelector{MatchLabels: labels},
-				TopologyKey:   corev1.LabelHostname,
-			},
-		}},
-	}}
 }
 
 func gpus(in []knestv1.DeviceSpec) []kubevirtv1.GPU {
