@@ -164,3 +164,4 @@ include hack/autoscaler.mk
 include hack/csi.mk
 include hack/kind.mk
 include hack/e2e.mk
+include hack/conformance.mk

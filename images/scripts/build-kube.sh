@@ -6,8 +6,10 @@
 # usage: build-kube.sh VERSION MODDIR OUTDIR [BINARY...]
 # MODDIR holds the generated Go module (go.mod with one replace line per k8s.io
 # staging module, pinned to v0.MINOR.PATCH); binaries land in OUTDIR. A BINARY is a
-# command of k8s.io/kubernetes/cmd, or agnhost (test/images/agnhost, Kubernetes' own
-# e2e test image, in the same module).
+# command of k8s.io/kubernetes/cmd, or one of the conformance suite's parts from the same
+# module graph: agnhost and nnp (test/images, Kubernetes' own e2e test images),
+# go-runner (test/conformance/image), sample-apiserver, ginkgo (at the version
+# Kubernetes requires) and e2e.test (`go test -c ./test/e2e`).
 set -euo pipefail
 
 version=${1:?usage: build-kube.sh VERSION MODDIR OUTDIR [BINARY...]}
@@ -29,7 +31,24 @@ staging="v0.$minor.$patch"
 pkg_of() {
 	case $1 in
 	agnhost) echo k8s.io/kubernetes/test/images/agnhost ;;
+	nnp) echo k8s.io/kubernetes/test/images/nonewprivs ;;
+	go-runner) echo k8s.io/kubernetes/test/conformance/image/go-runner ;;
+	e2e.test) echo k8s.io/kubernetes/test/e2e ;;
+	sample-apiserver) echo k8s.io/sample-apiserver ;;
+	ginkgo) echo github.com/onsi/ginkgo/v2/ginkgo ;;
 	*) echo "k8s.io/kubernetes/cmd/$1" ;;
+	esac
+}
+# version_of PACKAGE prints the version to add PACKAGE's tool at: Kubernetes' own, the
+# one Kubernetes' go.mod requires (ginkgo), or v0.0.0 for a staging module (replaced).
+version_of() {
+	case $1 in
+	k8s.io/kubernetes/*) echo "$version" ;;
+	k8s.io/sample-apiserver) echo v0.0.0 ;;
+	github.com/onsi/ginkgo/v2/*)
+		awk '$1 == "github.com/onsi/ginkgo/v2" {print $2; exit}' \
+			"$($GO mod download -json "k8s.io/kubernetes@$version" | sed -n 's/^\s*"GoMod": "\(.*\)",$/\1/p')" ;;
+	*) echo "no version for $1" >&2; return 1 ;;
 	esac
 }
 
@@ -66,7 +85,9 @@ fi
 tools=()
 for b in "${bins[@]}"; do
 	p=$(pkg_of "$b")
-	grep -Eq "^(tool)?[[:space:]]+$p\$" go.mod || tools+=("$p@$version")
+	# e2e.test is a test, not a command: it needs only its module in the graph.
+	[ "$b" != e2e.test ] || continue
+	grep -Eq "^(tool)?[[:space:]]+$p\$" go.mod || tools+=("$p@$(version_of "$p")")
 done
 [ ${#tools[@]} -eq 0 ] || $GO get -tool "${tools[@]}"
 
@@ -92,6 +113,10 @@ for b in "${bins[@]}"; do
 	extra=
 	# agnhost's own version (its image tag upstream) is in the VERSION file beside it.
 	[ "$b" != agnhost ] || extra=" -X main.Version=$(cat "$($GO list -m -f '{{.Dir}}' k8s.io/kubernetes)/test/images/agnhost/VERSION")"
-	CGO_ENABLED=0 $GO build -trimpath -ldflags "$ldflags$extra" -o "$out/$b.tmp" "$(pkg_of "$b")"
+	if [ "$b" = e2e.test ]; then
+		CGO_ENABLED=0 $GO test -c -vet=off -mod=mod -trimpath -ldflags "$ldflags" -o "$out/$b.tmp" "$(pkg_of "$b")"
+	else
+		CGO_ENABLED=0 $GO build -trimpath -ldflags "$ldflags$extra" -o "$out/$b.tmp" "$(pkg_of "$b")"
+	fi
 	mv "$out/$b.tmp" "$out/$b"
 done

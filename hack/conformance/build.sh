@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# Builds what the Kubernetes conformance suite needs to run on a knest tenant that pulls
+# nothing, offline (the Go module proxy and Debian packages), for one version:
+#
+#   bin/        e2e.test (`go test -c k8s.io/kubernetes/test/e2e`), ginkgo at the
+#               version Kubernetes requires, go-runner (test/conformance/image), and
+#               the test images' own binaries (agnhost, nnp, sample-apiserver)
+#   images/<hash>/  conformance-images.tar (OCI archive): knest.local/conformance:<v>,
+#               upstream's conformance image rebuilt (go-runner as its entrypoint), and
+#               every test image of `e2e.test --list-images` knest can build, under
+#               knest.local/e2e-test-images/ (repo-list.yaml maps the suite there)
+#   nodes/<hash>/  the node image with those images baked in beside its own:
+#               node-containerdisk.tar as knest/node-conformance:<v> (pools[].image);
+#               the build needs about 10 GiB free for a while
+#   node        symlink to the newest complete nodes/<hash>
+#
+# all under $KNEST_CACHE/conformance/<version>. Why a node image and not a registry on
+# the host: docs/design/conformance-images.md.
+#
+# usage: KNEST_CACHE=... KUBE_VERSION=v1.35.4 hack/conformance/build.sh
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+version=${KUBE_VERSION:?KUBE_VERSION must be set (e.g. v1.35.4)}
+node_out=${KNEST_CACHE:?KNEST_CACHE must be set}/node-image/out/$version
+cache=$KNEST_CACHE/conformance/$version
+GO=${GO:-go}
+export GO
+mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+suite=${DEBIAN_SUITE:-bookworm}
+
+log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { echo "ERROR: $*" >&2; exit 1; }
+hash_inputs() { # files or strings
+	local a
+	for a in "$@"; do
+		if [ -d "$a" ]; then find "$a" -type f -print0 | sort -z | xargs -0 sha256sum
+		elif [ -f "$a" ]; then sha256sum "$a"
+		else echo "$a"; fi
+	done | sha256sum | cut -c1-16
+}
+# step DIR FUNC: runs FUNC with $tmp as its output directory unless DIR is complete.
+step() {
+	[ -d "$1" ] && return 0
+	tmp=$1.tmp
+	rm -rf "$tmp" && mkdir -p "$tmp"
+	"$2"
+	mv "$tmp" "$1"
+}
+[ -f "$node_out/disk.raw" ] || die "$node_out/disk.raw missing: make node-image NODE_KUBE_VERSION=$version"
+for tool in mmdebstrap debugfs resize2fs e2fsck qemu-img; do
+	command -v "$tool" >/dev/null || die "$tool not found (make node-image-tools installs it)"
+done
+
+# --- binaries --------------------------------------------------------------------------
+bin=$cache/bin
+log "conformance binaries of $version (e2e.test alone takes 10-20 minutes the first time)"
+"$repo/images/scripts/build-kube.sh" "$version" "$cache/kube-mod" "$bin" e2e.test ginkgo go-runner agnhost nnp sample-apiserver
+kubectl=$KNEST_CACHE/node-image/kube/$version/kubectl
+kube_dir=$(cd "$cache/kube-mod" && $GO list -m -f '{{.Dir}}' k8s.io/kubernetes)
+coredns=$(find "$KNEST_CACHE/node-image/bin" -path '*/coredns-*/coredns' | sort -V | tail -1)
+[ -x "$kubectl" ] && [ -x "$coredns" ] || die "kubectl or coredns of the node image missing: make node-image NODE_KUBE_VERSION=$version"
+ociimage() { (cd "$repo/images/tools" && $GO run ./cmd/ociimage "$@"); }
+
+# --- userlands (Debian packages) -------------------------------------------------------
+# userland NAME PACKAGES [HOOK]: a Debian root filesystem tarball, cached by its inputs.
+userland() {
+	local dir pkgs=$2 hooks=(--customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin')
+	[ -z "${3:-}" ] || hooks+=(--customize-hook="$3")
+	dir=$cache/userland/$1-$(hash_inputs "$suite" "$2" "${3:-}")
+	make_userland() {
+		mmdebstrap --mode=root --variant=minbase --include="$pkgs" --aptopt='APT::Install-Recommends "false"' \
+			--dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
+			--dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/locale/*' \
+			"${hooks[@]}" --skip=output/dev "$suite" "$tmp/rootfs.tar" "$mirror" >&2
+	}
+	log "userland $1: $2"
+	step "$dir" make_userland
+	echo "$dir/rootfs.tar"
+}
+# What agnhost's image has from Alpine (bind-tools curl netcat-openbsd iproute2 iperf
+# bash) and its users; the other images built on a shell share this layer.
+# shellcheck disable=SC2016 # mmdebstrap expands $1
+base=$(userland e2e bash,curl,bind9-dnsutils,netcat-openbsd,iproute2,iperf,procps,ca-certificates \
+	'chroot "$1" useradd -u 1000 -M user-defined-in-image && chroot "$1" groupadd -g 50000 group-defined-in-image && chroot "$1" usermod -aG group-defined-in-image user-defined-in-image && mkdir -p "$1/uploads"')
+nginx_base=$(userland nginx nginx-light \
+	'ln -sf /dev/stdout "$1/var/log/nginx/access.log" && ln -sf /dev/stderr "$1/var/log/nginx/error.log"')
+busybox_base=$(userland busybox busybox-static)
+
+# --- images ------------------------------------------------------------------------------
+mapfile -t listed < <("$bin/e2e.test" --list-images 2>/dev/null)
+[ ${#listed[@]} -gt 0 ] || die "e2e.test --list-images listed nothing"
+e2e_repo=registry.k8s.io/e2e-test-images
+images=$cache/images/$(hash_inputs "${listed[*]}" "$base" "$nginx_base" "$busybox_base" "$bin" "$kubectl" "$coredns" "$0" "$repo/images/tools")
+build_images() {
+	local t=$tmp/trees
+	mkdir -p "$t/busybox/bin" "$t/conformance/tmp" "$t/conformance/kubernetes" "$t/conformance/usr/local/bin"
+	# busybox as upstream's image: every applet a link in /bin.
+	tar -xf "$busybox_base" -C "$tmp" --wildcards './usr/bin/busybox' './bin/busybox' 2>/dev/null || true
+	cp "$(find "$tmp/usr/bin/busybox" "$tmp/bin/busybox" -type f 2>/dev/null | head -1)" "$t/busybox/bin/busybox"
+	local a
+	for a in $("$t/busybox/bin/busybox" --list); do [ "$a" = busybox ] || ln -s busybox "$t/busybox/bin/$a"; done
+	tar --numeric-owner --owner=0 --group=0 -C "$t/busybox" -cf "$tmp/busybox.tar" .
+	# The conformance image (test/conformance/image/Dockerfile): the suite, ginkgo,
+	# kubectl and go-runner as its entrypoint, /tmp writable by the suite's uid.
+	cp "$bin/e2e.test" "$bin/ginkgo" "$kubectl" "$t/conformance/usr/local/bin/"
+	cp "$bin/go-runner" "$t/conformance/usr/local/bin/kubeconformance"
+	chmod 1777 "$t/conformance/tmp"
+	tar --numeric-owner --owner=0 --group=0 -C "$t/conformance" -cf "$tmp/conformance.tar" .
+	local agnhost_layers kitten=$kube_dir/test/images/kitten/html nautilus=$kube_dir/test/images/nautilus/html
+	agnhost_layers='{"tarball": "'$base'"}, {"files": [{"src": "'$bin/agnhost'", "dst": "/agnhost", "mode": "0755"}, {"src": "'$coredns'", "dst": "/coredns", "mode": "0755"}, {"src": "'$kube_dir/test/images/agnhost/porter/localhost.crt'", "dst": "/localhost.crt", "mode": "0644"}, {"src": "'$kube_dir/test/images/agnhost/porter/localhost.key'", "dst": "/localhost.key", "mode": "0644"}]}'
+	local ref name tag spec=() refs=("knest.local/conformance:$version") skipped=()
+	spec+=("{\"ref\": \"knest.local/conformance:$version\", \"layers\": [{\"tarball\": \"$tmp/busybox.tar\"}, {\"tarball\": \"$tmp/conformance.tar\"}], \"entrypoint\": [\"/usr/local/bin/kubeconformance\"], \"env\": [\"PATH=/usr/local/bin:/bin\", \"HOME=/tmp\", \"E2E_FOCUS=\\\\[Conformance\\\\]\", \"E2E_SKIP=\", \"E2E_PROVIDER=local\", \"E2E_PARALLEL=1\", \"E2E_VERBOSITY=4\", \"RESULTS_DIR=/tmp/results\", \"KUBECONFIG=\"]}")
+	for ref in "${listed[@]}"; do
+		[[ $ref == "$e2e_repo"/* ]] || continue
+		name=${ref#"$e2e_repo"/} tag=${name##*:} name=${name%:*}
+		local out="knest.local/e2e-test-images/$name:$tag" s=
+		case $name in
+		agnhost) s="\"layers\": [$agnhost_layers], \"entrypoint\": [\"/agnhost\"], \"cmd\": [\"pause\"]" ;;
+		kitten | nautilus)
+			local html=$kitten
+			[ "$name" = kitten ] || html=$nautilus
+			s="\"layers\": [$agnhost_layers, {\"files\": [{\"src\": \"$html/$name.jpg\", \"dst\": \"/$name.jpg\", \"mode\": \"0644\"}, {\"src\": \"$html/data.json\", \"dst\": \"/data.json\", \"mode\": \"0644\"}]}], \"entrypoint\": [\"/agnhost\"], \"cmd\": [\"test-webserver\"]" ;;
+		busybox) s="\"layers\": [{\"tarball\": \"$tmp/busybox.tar\"}], \"cmd\": [\"sh\"]" ;;
+		jessie-dnsutils) s="\"layers\": [{\"tarball\": \"$base\"}, {\"files\": [{\"src\": \"$coredns\", \"dst\": \"/coredns\", \"mode\": \"0755\"}]}], \"cmd\": [\"/bin/bash\"]" ;;
+		nginx) s="\"layers\": [{\"tarball\": \"$nginx_base\"}], \"cmd\": [\"nginx\", \"-g\", \"daemon off;\"]" ;;
+		nonroot) s="\"layers\": [{\"tarball\": \"$base\"}], \"user\": \"1234\", \"cmd\": [\"/bin/bash\"]" ;;
+		nonewprivs) s="\"layers\": [{\"tarball\": \"$base\"}, {\"files\": [{\"src\": \"$bin/nnp\", \"dst\": \"/usr/local/bin/nnp\", \"mode\": \"4755\"}]}], \"cmd\": [\"nnp\"]" ;;
+		sample-apiserver) s="\"layers\": [{\"tarball\": \"$base\"}, {\"files\": [{\"src\": \"$bin/sample-apiserver\", \"dst\": \"/sample-apiserver\", \"mode\": \"0755\"}]}], \"entrypoint\": [\"/sample-apiserver\"]" ;;
+		*) skipped+=("$ref"); continue ;;
+		esac
+		spec+=("{\"ref\": \"$out\", $s, \"env\": [\"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"]}")
+		refs+=("$out")
+	done
+	{ echo '{"images": ['; (IFS=,; echo "${spec[*]}"); echo ']}'; } >"$tmp/spec.json"
+	log "writing the conformance images archive (${#refs[@]} images)"
+	ociimage containers -spec "$tmp/spec.json" -out "$tmp/conformance-images.tar"
+	printf '%s\n' "${refs[@]}" >"$tmp/refs.txt"
+	printf '%s\n' "${skipped[@]}" >"$tmp/not-built.txt"
+	# KUBE_TEST_REPO_LIST (hydrophone --test-repo-list): only the e2e images move.
+	echo "promoterE2eRegistry: knest.local/e2e-test-images" >"$tmp/repo-list.yaml"
+	rm -rf "$tmp/trees" "$tmp/usr" "$tmp/bin" "$tmp/busybox.tar" "$tmp/conformance.tar"
+}
+step "$images" build_images
+for d in "$cache"/images/*; do [ "$d" = "$images" ] || rm -rf "$d"; done
+log "test images not built (tests that use them fail): $(paste -sd' ' "$images/not-built.txt")"
+
+# --- node image with the images baked in -------------------------------------------------
+# The finished node image's disk, grown, with the archive where the boot-time import
+# looks and the import stamp removed, booted once more by bake.sh, which imports it and
+# checks every reference of the manifest (the node's own and these).
+# (Directory names, not contents: each is named by the hash of what made it.)
+node_dir=$cache/nodes/$(hash_inputs "$(basename "$(readlink -f "$node_out")")" "$(basename "$images")" "$repo/images/scripts/bake.sh" "$0")
+build_node() {
+	local raw=$tmp/in.raw
+	cp --sparse=always "$node_out/disk.raw" "$raw"
+	truncate -s +$(($(stat -c %s "$images/conformance-images.tar") * 3 + (1 << 30))) "$raw"
+	e2fsck -fy "$raw" >/dev/null || true
+	resize2fs "$raw" >&2
+	# One reference a line right after "images": [, as build.sh writes them (the bake
+	# checks every line that is a bare quoted string).
+	sed 's/.*/    "&",/' "$images/refs.txt" >"$tmp/refs.lines"
+	sed '/^  "images": \[$/r '"$tmp/refs.lines" "$node_out/manifest.json" >"$tmp/manifest.json"
+	grep -qF "\"knest.local/conformance:$version\"," "$tmp/manifest.json" || die "cannot add the images to manifest.json"
+	debugfs -w -f - "$raw" >/dev/null <<EOF
+cd /var/lib/knest/images
+write $images/conformance-images.tar conformance-images.tar
+rm /var/lib/knest/images-imported
+rm /etc/knest/manifest.json
+cd /etc/knest
+write $tmp/manifest.json manifest.json
+EOF
+	local args
+	args=$(jq -r .kernelArgs "$node_out/manifest.json")
+	"$repo/images/scripts/bake.sh" "$raw" "$node_out/vmlinuz" "$node_out/initrd.img" "$args" "$tmp"
+	rm "$raw" "$tmp/refs.lines"
+	cp "$node_out/vmlinuz" "$node_out/initrd.img" "$tmp/"
+	qemu-img convert -c -O qcow2 "$tmp/disk.raw" "$tmp/disk.qcow2"
+	rm "$tmp/disk.raw"
+	ociimage containerdisk -ref "knest/node-conformance:$version" -disk "$tmp/disk.qcow2" -out "$tmp/node-containerdisk.tar"
+	rm "$tmp/disk.qcow2"
+}
+log "node image with the conformance images: $node_dir"
+step "$node_dir" build_node
+ln -sfn "$node_dir" "$cache/node.tmp" && mv -T "$cache/node.tmp" "$cache/node"
+for d in "$cache"/nodes/*; do [ "$d" = "$node_dir" ] || rm -rf "$d"; done
+log "conformance $version: $cache (node image $cache/node/node-containerdisk.tar as knest/node-conformance:$version)"

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# `make conformance` after hack/kind/up.sh and hack/conformance/build.sh: runs (a part
+# of) the Kubernetes conformance suite with hydrophone on a knest tenant of the kind
+# host and keeps the suite's own results.
+#
+# The tenant (CONFORMANCE_CLUSTER, made unless it exists): NODE_KUBE_VERSION, control
+# plane CONFORMANCE_CONTROL_PLANE (hosted or vm), two workers booting the node image
+# with the suite's images baked in, its API behind a LoadBalancer address of the host.
+# Results: $KNEST_CACHE/conformance/results/<version>-<mode>/<UTC time>/ with e2e.log,
+# junit_01.xml, hydrophone.log and summary.txt (the knest commit, the machine, the
+# focus, passed/failed/skipped and the duration).
+#
+# Settings: hack/kind/env.sh; FOCUS and SKIP (ginkgo regular expressions; FOCUS
+# defaults to every conformance test), PARALLEL (ginkgo processes), HYDROPHONE (the
+# runner), KNEST (the CLI).
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/../kind/env.sh"
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+kind_engine
+version=$NODE_KUBE_VERSION
+name=${CONFORMANCE_CLUSTER:-conformance}
+mode=${CONFORMANCE_CONTROL_PLANE:-hosted}
+focus=${FOCUS:-'\[Conformance\]'}
+skip=${SKIP:-}
+parallel=${PARALLEL:-1}
+KNEST=${KNEST:-bin/knest}
+HYDROPHONE=${HYDROPHONE:?HYDROPHONE must name the hydrophone binary}
+built=$KNEST_CACHE/conformance/$version
+TENANT_KUBECTL=$KNEST_CACHE/node-image/kube/$version/kubectl
+# shellcheck disable=SC1090 # the guests' accelerator, for the summary
+[[ -f $KIND_ENV_FILE ]] && source "$KIND_ENV_FILE"
+knest() { "$KNEST" --kubeconfig "$KIND_KUBECONFIG" "$@"; }
+die() { echo "conformance: $*" >&2; exit 1; }
+log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+
+images=$(ls -td "$built"/images/*/ 2>/dev/null | head -1)
+[[ -f $built/node/node-containerdisk.tar && -n $images ]] || die "$built has no conformance build: make conformance-images"
+busybox=$(grep '/busybox:' "$images/refs.txt" | head -1)
+[[ -n $busybox ]] || die "no busybox image in $images/refs.txt"
+node_image=docker.io/knest/node-conformance:$version
+
+# The node image goes to every node of the host, once per build.
+mapfile -t nodes < <("$KIND" get nodes --name "$KIND_CLUSTER")
+want=$(tar -xOf "$built/node/node-containerdisk.tar" index.json | sha256sum | cut -c1-16)
+for node in "${nodes[@]}"; do
+  have=$("$KIND_ENGINE" exec "$node" cat /var/lib/knest-conformance-image 2>/dev/null || true)
+  if [[ $have != "$want" ]]; then
+    log "loading $node_image into the kind host"
+    "$KIND" load image-archive "$built/node/node-containerdisk.tar" --name "$KIND_CLUSTER"
+    # The archive names it index.docker.io/...; the CRI looks it up as docker.io/...
+    # (as up.sh does for every archive).
+    for n in "${nodes[@]}"; do
+      "$KIND_ENGINE" exec "$n" sh -c "ctr -n k8s.io images tag --force index.docker.io/knest/node-conformance:$version $node_image >/dev/null 2>&1 &&
+        echo $want >/var/lib/knest-conformance-image"
+    done
+    break
+  fi
+done
+
+if ! knest get "$name" >/dev/null 2>&1; then
+  log "creating tenant $name ($version, control plane $mode, two workers of $node_image)"
+  # The default node image boots its kernel from the kernel-boot image; a pool with its
+  # own image is booted the same way here, the kernel being the same.
+  cp="{mode: Hosted}"
+  [[ $mode == vm ]] && cp="{mode: VM, image: $node_image, kernelBoot: {image: docker.io/knest/node-kernel:$version}}"
+  knest create -f - --timeout 120m <<EOF
+apiVersion: knest.dev/v1alpha1
+kind: NestedCluster
+metadata: {name: $name, namespace: default}
+spec:
+  version: $version
+  apiServer: {serviceType: LoadBalancer}
+  controlPlane: $cp
+  workers:
+  - {name: workers, replicas: 2, image: $node_image, kernelBoot: {image: docker.io/knest/node-kernel:$version}}
+EOF
+fi
+results=$KNEST_CACHE/conformance/results/$version-$mode/$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$results"
+kc=$results/tenant.kubeconfig
+# The API's Service (knest's for a hosted control plane, CAPK's for a VM one): its
+# LoadBalancer address reaches the tenant from this machine and outlives a host node's
+# restart.
+hk() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" -n default "$@"; }
+api_service=$name-lb
+hk get service "$name-apiserver" >/dev/null 2>&1 && api_service=$name-apiserver
+address=$(hk get service "$api_service" -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+[[ -n $address ]] || die "Service $api_service has no LoadBalancer address"
+knest kubeconfig "$name" --server "https://$address:$(hk get service "$api_service" -o jsonpath='{.spec.ports[0].port}')" --output-file "$kc"
+tk() { "$TENANT_KUBECTL" --kubeconfig "$kc" "$@"; }
+tk wait --for=condition=Ready nodes --all --timeout=30m >/dev/null
+tk get nodes -o wide
+dns_domain=$(hk get nestedcluster "$name" -o jsonpath='{.spec.network.dnsDomain}')
+
+# A run left by an interrupted one would make hydrophone refuse to start.
+"$HYDROPHONE" --kubeconfig "$kc" --cleanup >/dev/null 2>&1 || true
+log "hydrophone: focus '$focus' skip '$skip' parallel $parallel; results in $results"
+start=$SECONDS
+rc=0
+"$HYDROPHONE" --kubeconfig "$kc" --output-dir "$results" \
+  --conformance-image "knest.local/conformance:$version" --busybox-image "$busybox" \
+  --test-repo-list "$images/repo-list.yaml" --startup-timeout 15m \
+  --focus "$focus" --skip "$skip" --parallel "$parallel" \
+  --extra-args "--dns-domain=$dns_domain" 2>&1 | tee "$results/hydrophone.log" || rc=$?
+took=$((SECONDS - start))
+"$HYDROPHONE" --kubeconfig "$kc" --cleanup >/dev/null 2>&1 || true
+
+junit=$results/junit_01.xml
+[[ -f $junit ]] || die "no junit_01.xml from the suite (exit $rc): $results/hydrophone.log"
+# The suite's own counts, from the root element of its JUnit report.
+counts=$(grep -o '<testsuite [^>]*>' "$junit" | head -1)
+attr() { sed -n "s/.* $1=\"\\([^\"]*\\)\".*/\\1/p" <<<"$counts"; }
+tests=$(attr tests) failures=$(attr failures) errors=$(attr errors) skipped=$(attr skipped)
+passed=$((tests - failures - errors - skipped))
+tee "$results/summary.txt" <<EOF
+knest commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with local changes)')
+machine: $(nproc) cores $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), guests under ${KNEST_E2E_ACCEL:-?}
+tenant: $version, control plane $mode, 2 workers
+focus: $focus
+skip: $skip
+passed $passed, failed $((failures + errors)), skipped $skipped (of $tests specs), $took s
+failed specs:
+$(grep -o '<testcase name="[^"]*"[^>]*status="failed"' "$junit" | sed 's/<testcase name="\([^"]*\)".*/  \1/' || true)
+EOF
+exit "$rc"
