@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make demo` after hack/kind/up.sh: creates NestedCluster demo (1 control plane + 1
-# worker) on the kind host with the knest CLI, exposes its API as a NodePort of the kind
-# node so that it is reachable from this machine, writes a kubeconfig that works from
+# worker) on the kind host with the knest CLI, exposes its API as a LoadBalancer
+# Service so that it is reachable from this machine, writes a kubeconfig that works from
 # here, waits for its storage and load-balancer providers, prints the tenant's nodes
 # and StorageClasses, and deploys a sample app with a volume behind a LoadBalancer
 # Service, which it asks from here. Running it again on an existing demo writes the
@@ -37,16 +37,18 @@ else
   # Sized for a 2-core host: a VM control plane needs 2 vCPUs (kubeadm's preflight).
   sizes=(--worker-cpu 1 --worker-memory 2Gi)
   if [[ $mode == vm ]]; then sizes+=(--control-plane-memory 3Gi); fi
-  knest create demo --control-plane-mode "$mode" "${sizes[@]}" --service-type NodePort --timeout 60m
+  knest create demo --control-plane-mode "$mode" "${sizes[@]}" --service-type LoadBalancer --timeout 60m
 fi
 
-node_ip=$(kubectl get nodes -o jsonpath='{.items[0].status.addresses[?(@.type=="InternalIP")].address}')
-# The API's Service: CAPK's for a VM control plane, knest's for a hosted one.
+# The API's Service: CAPK's for a VM control plane, knest's for a hosted one. Its
+# LoadBalancer address (MetalLB's, on the kind network) reaches it from this machine
+# and, unlike a node's address, stays the same when a kind node restarts.
 api_service=demo-lb
 if kubectl -n default get service demo-apiserver >/dev/null 2>&1; then api_service=demo-apiserver; fi
-node_port=$(kubectl -n default get service "$api_service" -o jsonpath='{.spec.ports[0].nodePort}')
+address=$(kubectl -n default get service "$api_service" -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+[[ -n $address ]] || { echo "Service $api_service has no LoadBalancer address" >&2; exit 1; }
 kc=$DEMO_DIR/demo.kubeconfig
-knest kubeconfig demo --server "https://$node_ip:$node_port" --output-file "$kc"
+knest kubeconfig demo --server "https://$address:$(kubectl -n default get service "$api_service" -o jsonpath='{.spec.ports[0].port}')" --output-file "$kc"
 # The providers every tenant has by default: volumes and load balancers.
 for c in StorageReady LoadBalancerReady; do
   kubectl -n default wait nestedcluster/demo --for=condition=$c --timeout 10m >/dev/null
