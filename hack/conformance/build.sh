@@ -92,7 +92,9 @@ busybox_base=$(userland busybox busybox-static)
 mapfile -t listed < <("$bin/e2e.test" --list-images 2>/dev/null)
 [ ${#listed[@]} -gt 0 ] || die "e2e.test --list-images listed nothing"
 e2e_repo=registry.k8s.io/e2e-test-images
-images=$cache/images/$(hash_inputs "${listed[*]}" "$base" "$nginx_base" "$busybox_base" "$bin" "$kubectl" "$coredns" "$0" "$repo/images/tools")
+# A userland is named by the hash of its inputs: its directory's name stands for it.
+images=$cache/images/$(hash_inputs "${listed[*]}" "$(basename "$(dirname "$base")")" "$(basename "$(dirname "$nginx_base")")" \
+	"$(basename "$(dirname "$busybox_base")")" "$bin" "$kubectl" "$coredns" "$0" "$repo/images/tools")
 build_images() {
 	local t=$tmp/trees
 	mkdir -p "$t/busybox/bin" "$t/conformance/tmp" "$t/conformance/kubernetes" "$t/conformance/usr/local/bin"
