@@ -182,7 +182,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("failed to set up the NestedCluster controller: %w", err)
 	}
-	if err := (&hostedcontrolplane.Reconciler{Client: mgr.GetClient(), HostSlowdown: opts.Render.HostSlowdown}).SetupWithManager(mgr, controller.Options{
+	if err := (&hostedcontrolplane.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), ToolImage: opts.ToolImage, HostSlowdown: opts.Render.HostSlowdown}).SetupWithManager(mgr, controller.Options{
 		MaxConcurrentReconciles: max(opts.Concurrency, 1),
 		SkipNameValidation:      ptr.To(true),
 	}); err != nil {

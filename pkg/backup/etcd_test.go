@@ -42,8 +42,9 @@ func startEtcd(t *testing.T, dir, name string, peer url.URL) (*clientv3.Client, 
 }
 
 // startMember starts a member of initialCluster (empty: name alone) without
-// waiting for it: a member of several is ready only with a quorum.
-func startMember(t *testing.T, dir, name string, peer url.URL, initialCluster string) (*embed.Etcd, url.URL) {
+// waiting for it: a member of several is ready only with a quorum. opts change
+// its configuration further.
+func startMember(t *testing.T, dir, name string, peer url.URL, initialCluster string, opts ...func(*embed.Config)) (*embed.Etcd, url.URL) {
 	t.Helper()
 	cfg := embed.NewConfig()
 	cfg.Dir, cfg.Name = dir, name
@@ -54,6 +55,9 @@ func startMember(t *testing.T, dir, name string, peer url.URL, initialCluster st
 	cfg.InitialCluster = name + "=" + peer.String()
 	if initialCluster != "" {
 		cfg.InitialCluster = initialCluster
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {

@@ -249,6 +249,9 @@ func (in Input) Etcd() (*appsv1.StatefulSet, *corev1.Service, error) {
 		// A member is ready only with a quorum: one at a time, the first would wait
 		// for the others for ever. Rolling updates still go one member at a time.
 		sts.Spec.PodManagementPolicy = appsv1.ParallelPodManagement
+		// A member replaced on an empty volume joins (etcdmember.go).
+		etcd := &sts.Spec.Template.Spec.Containers[0]
+		etcd.Env = append(etcd.Env, etcdJoinEnv(c))
 	}
 	if in.EtcdStopped {
 		sts.Spec.Replicas = ptr.To[int32](0)

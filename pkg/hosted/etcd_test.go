@@ -165,6 +165,8 @@ func TestEtcdMembers(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(*one.Spec.Replicas).To(BeEquivalentTo(1))
 	g.Expect(one.Spec.PodManagementPolicy).To(BeEmpty())
+	g.Expect(one.Spec.Template.Spec.Containers[0].Env).NotTo(ContainElement(HaveField("Name", "ETCD_INITIAL_CLUSTER_STATE")),
+		"a member alone is never replaced")
 	g.Expect(one.Spec.Template.Spec.Containers[0].Command).To(ContainElements(
 		"--initial-cluster=demo-etcd-0=https://demo-etcd-0.demo-etcd.team-a.svc:2380",
 		"--advertise-client-urls=https://demo-etcd-0.demo-etcd.team-a.svc:2379"))
@@ -177,6 +179,15 @@ func TestEtcdMembers(t *testing.T) {
 	g.Expect(*three.Spec.Replicas).To(BeEquivalentTo(3))
 	g.Expect(three.Spec.PodManagementPolicy).To(Equal(appsv1.ParallelPodManagement))
 	g.Expect(three.Spec.VolumeClaimTemplates).To(HaveLen(1), "a claim per member, from one template")
+	// A member replaced on an empty volume joins once the controller made the
+	// ConfigMap (which etcd ignores where a volume has data), and not before.
+	g.Expect(three.Spec.Template.Spec.Containers[0].Env).To(ContainElement(And(
+		HaveField("Name", "ETCD_INITIAL_CLUSTER_STATE"),
+		HaveField("ValueFrom.ConfigMapKeyRef.Name", EtcdJoinName("demo")),
+		HaveField("ValueFrom.ConfigMapKeyRef.Optional", HaveValue(BeTrue())))))
+	g.Expect(in.EtcdJoin().Data).To(Equal(map[string]string{"ETCD_INITIAL_CLUSTER_STATE": "existing"}))
+	g.Expect(three.Spec.Template.Spec.Containers[0].Command).NotTo(ContainElement(HavePrefix("--initial-cluster-state")),
+		"a flag would shadow the ConfigMap")
 	g.Expect(three.Spec.Template.Spec.Containers[0].Command).To(ContainElements(
 		"--initial-cluster=demo-etcd-0=https://demo-etcd-0.demo-etcd.team-a.svc:2380,"+
 			"demo-etcd-1=https://demo-etcd-1.demo-etcd.team-a.svc:2380,demo-etcd-2=https://demo-etcd-2.demo-etcd.team-a.svc:2380",

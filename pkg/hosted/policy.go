@@ -13,7 +13,7 @@ import (
 )
 
 // Policies fence the control-plane pods both ways. In: only the cluster's own API
-// server pods (and backup Jobs) reach its etcd, only its own members its peer port;
+// server pods (and backup and member-replace Jobs) reach its etcd, only its own members its peer port;
 // the API server's and the konnectivity server's ports are open (the endpoint is
 // meant to be reached, as a VM control plane's is: the tenant's VMs, Cluster API's and
 // knest's controllers, users through a NodePort or load balancer), and nothing else of
@@ -44,7 +44,8 @@ func (in Input) Policies() []*networkingv1.NetworkPolicy {
 	}
 	return []*networkingv1.NetworkPolicy{
 		policy(EtcdPolicyName(c), ComponentEtcd, []networkingv1.NetworkPolicyIngressRule{{
-			From:  append(pods(ComponentAPIServer), networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: backup.Selector(c, backup.ComponentBackup)}}),
+			From: append(pods(ComponentAPIServer), append(pods(ComponentEtcdReplace),
+				networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: backup.Selector(c, backup.ComponentBackup)}})...),
 			Ports: tcp(EtcdPort),
 		}, {
 			// Members of a three-member etcd replicate to each other.

@@ -78,13 +78,14 @@ func TestDisruptionBudgets(t *testing.T) {
 	}
 }
 
-func TestEtcdPolicyAdmitsTheClustersBackupJobsOnly(t *testing.T) {
+func TestEtcdPolicyAdmitsTheClustersBackupAndReplaceJobsOnly(t *testing.T) {
 	g := NewWithT(t)
 	in := input()
 	policy := in.Policies()[0]
 	g.Expect(policy.Name).To(Equal(EtcdPolicyName(in.Cluster)))
 	from := policy.Spec.Ingress[0].From
 	g.Expect(from).To(ContainElement(HaveField("PodSelector.MatchLabels", backup.Selector(in.Cluster, backup.ComponentBackup))))
+	g.Expect(from).To(ContainElement(HaveField("PodSelector.MatchLabels", in.EtcdReplaceJob(0, "uid", "knest:test").Spec.Template.Labels)))
 	for _, peer := range from {
 		g.Expect(peer.NamespaceSelector).To(BeNil(), "the cluster's own namespace only")
 		g.Expect(peer.PodSelector.MatchLabels).To(HaveKeyWithValue("cluster.x-k8s.io/cluster-name", in.Cluster))

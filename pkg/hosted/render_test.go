@@ -33,9 +33,10 @@ func podSpecs(t *testing.T, in Input) map[string]corev1.PodSpec {
 		t.Fatal(err)
 	}
 	return map[string]corev1.PodSpec{
-		"API server": in.Deployment("hash").Spec.Template.Spec,
-		"kubeadm":    in.Job("hash").Spec.Template.Spec,
-		"etcd":       sts.Spec.Template.Spec,
+		"API server":              in.Deployment("hash").Spec.Template.Spec,
+		"kubeadm":                 in.Job("hash").Spec.Template.Spec,
+		"etcd":                    sts.Spec.Template.Spec,
+		"etcd member replacement": in.EtcdReplaceJob(2, "uid", "knest:test").Spec.Template.Spec,
 	}
 }
 
@@ -139,6 +140,8 @@ func TestResourcesFromTheSpec(t *testing.T) {
 		"etcd":                {Requests: list("cpu", etcdCPU, "memory", "1Gi"), Limits: list("memory", "2Gi")},
 		"certs":               kubeadmDefaults,
 		"kubeadm":             kubeadmDefaults,
+		// A short Job's own, not the spec's.
+		"replace-member": {Requests: list("cpu", "10m", "memory", "32Mi"), Limits: list("memory", "128Mi")},
 	}
 	g.Expect(got).To(HaveLen(len(want)))
 	for name, w := range want {
@@ -178,8 +181,8 @@ func TestStartupFollowsTheHost(t *testing.T) {
 		in := input()
 		in.HostSlowdown = slowdown
 		for name, spec := range podSpecs(t, in) {
-			if name == "kubeadm" {
-				continue
+			if name == "kubeadm" || name == "etcd member replacement" {
+				continue // Jobs
 			}
 			c := spec.Containers[0]
 			g.Expect(c.StartupProbe).NotTo(BeNil(), name)

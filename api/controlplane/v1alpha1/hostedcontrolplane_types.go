@@ -26,6 +26,19 @@ const (
 	EtcdStoppedReason = "EtcdStopped"
 	// ReconcileFailedReason: the reconcile hit an error; the message is the error.
 	ReconcileFailedReason = "ReconcileFailed"
+
+	// EtcdMembersHealthyCondition is True while every etcd member is ready. False
+	// says which is not and what knest does about it: a member whose volume is
+	// bound to a host node it cannot run on (cordoned, not ready, gone) is replaced
+	// on another node, once the others hold a quorum.
+	EtcdMembersHealthyCondition = "EtcdMembersHealthy"
+	EtcdMembersReadyReason      = "MembersReady"
+	EtcdMemberNotReadyReason    = "MemberNotReady"
+	// EtcdMemberStrandedReason: the member's volume is on a node it cannot run on,
+	// and knest cannot replace it (one member, or no quorum without it).
+	EtcdMemberStrandedReason = "MemberStranded"
+	// EtcdReplacingMemberReason: the member is being replaced on another node.
+	EtcdReplacingMemberReason = "ReplacingMember"
 )
 
 // EtcdStoppedAnnotation on a HostedControlPlane scales its etcd to zero members
@@ -192,7 +205,7 @@ type HostedControlPlaneStatus struct {
 	// observedGeneration is the spec generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// conditions: Available, and Cluster API's Paused.
+	// conditions: Available, EtcdMembersHealthy, and Cluster API's Paused.
 	// +listType=map
 	// +listMapKey=type
 	// +kubebuilder:validation:MaxItems=32

@@ -46,7 +46,10 @@ import (
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=addons.cluster.x-k8s.io,resources=clusterresourcesets,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumes;nodes,verbs=get
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=create;delete
 
 // fieldOwner is the server-side apply field manager of the host objects.
 const fieldOwner = "knest-hosted-control-plane"
@@ -69,6 +72,13 @@ func (r *Reconciler) applier() *apply.Applier {
 // Reconciler reconciles HostedControlPlanes.
 type Reconciler struct {
 	Client client.Client
+	// APIReader reads what is not cached: etcd's pods, volumes and their nodes,
+	// while a member is not ready (Client when nil).
+	APIReader client.Reader
+	// ToolImage is the knest image, which the Job that replaces an etcd member runs.
+	ToolImage string
+	// StrandedAfter: DefaultStrandedAfter when 0.
+	StrandedAfter time.Duration
 	// HostSlowdown stretches the time control-plane pods have to start (see
 	// hosted.Input.HostSlowdown).
 	HostSlowdown int
@@ -180,7 +190,8 @@ func newScope(hcp *hcpv1.HostedControlPlane, c *clusterv1.Cluster) *scope {
 
 // A step brings one concern in line. With wait the reconcile ends there, waiting
 // for something (Available says what, where someone can act on it); requeueAfter is
-// how soon to look again when no watched object will say (0: when one does).
+// how soon to look again when no watched object will say (0: when one does), the
+// soonest of the steps' when none waits.
 type step func(ctx context.Context, s *scope) (stepResult, error)
 
 type stepResult struct {
@@ -205,6 +216,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (requeueAfte
 		r.reconcileKonnectivity,
 		r.reconcileEtcd,
 		r.adoptEtcdClaims,
+		r.reconcileEtcdMembers,
 		r.reconcileAPIServers,
 		waitForControlPlane,
 		r.reconcileBootstrapJob,
@@ -216,9 +228,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (requeueAfte
 		if res.wait {
 			return res.requeueAfter, nil
 		}
+		if res.requeueAfter > 0 && (requeueAfter == 0 || res.requeueAfter < requeueAfter) {
+			requeueAfter = res.requeueAfter
+		}
 	}
 	setInitialized(s.hcp)
-	return 0, nil
+	return requeueAfter, nil
 }
 
 // reconcileService applies the API server's Service; its address is the endpoint

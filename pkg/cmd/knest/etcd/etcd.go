@@ -22,10 +22,10 @@ import (
 func NewCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:    "etcd",
-		Short:  "Snapshot and restore a tenant's etcd (run by knest's backup and restore Jobs)",
+		Short:  "Snapshot and restore a tenant's etcd, replace a member (run by knest's Jobs)",
 		Hidden: true,
 	}
-	cmd.AddCommand(newSnapshot(), newRestore())
+	cmd.AddCommand(newSnapshot(), newRestore(), newReplaceMember())
 	return cmd
 }
 
@@ -47,8 +47,11 @@ func newSnapshot() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := saveWithRetries(cmd, endpoint, tlsConfig, dir)
-			if err != nil {
+			var r backup.Result
+			if err := withRetries(cmd, func(ctx context.Context) (err error) {
+				r, err = backup.Save(ctx, zap.NewNop(), []string{endpoint}, tlsConfig, dir, time.Now())
+				return err
+			}); err != nil {
 				return err
 			}
 			if r.Snapshots, err = backup.Prune(dir, keep); err != nil {
@@ -125,17 +128,48 @@ func newRestore() *cobra.Command {
 	return cmd
 }
 
-// Each try of a snapshot is bounded, and a new try dials anew: a new pod's first
-// packets can be dropped while the host's NetworkPolicy enforcer learns its address
-// (kube-router here), and a connection that never came up is not waited on for
-// ever.
+func newReplaceMember() *cobra.Command {
+	var endpoint, certs, peerURL string
+	cmd := &cobra.Command{
+		Use:   "replace-member",
+		Short: "Remove the member of --peer-url and add it again, to join anew on an empty volume",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tlsConfig, err := clientTLS(certs)
+			if err != nil {
+				return err
+			}
+			var msg string
+			if err := withRetries(cmd, func(ctx context.Context) (err error) {
+				msg, err = backup.ReplaceMember(ctx, zap.NewNop(), []string{endpoint}, tlsConfig, peerURL)
+				return err
+			}); err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), msg)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&endpoint, "endpoint", "", "etcd client URL")
+	cmd.Flags().StringVar(&certs, "certs", "", "directory with ca.crt, tls.crt and tls.key")
+	cmd.Flags().StringVar(&peerURL, "peer-url", "", "peer URL of the member to replace")
+	for _, f := range []string{"endpoint", "certs", "peer-url"} {
+		_ = cmd.MarkFlagRequired(f)
+	}
+	return cmd
+}
+
+// Each try is bounded, and a new try dials anew: a new pod's first packets can be
+// dropped while the host's NetworkPolicy enforcer learns its address (kube-router
+// here), a connection that never came up is not waited on for ever, and etcd
+// refuses a new member until its peers have been connected for a few seconds.
 const (
 	tries      = 5
 	tryTimeout = time.Minute
 	tryPause   = 5 * time.Second
 )
 
-func saveWithRetries(cmd *cobra.Command, endpoint string, tlsConfig *tls.Config, dir string) (backup.Result, error) {
+func withRetries(cmd *cobra.Command, try func(ctx context.Context) error) error {
 	var err error
 	for i := range tries {
 		if i > 0 {
@@ -143,14 +177,13 @@ func saveWithRetries(cmd *cobra.Command, endpoint string, tlsConfig *tls.Config,
 			time.Sleep(tryPause)
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), tryTimeout)
-		var r backup.Result
-		r, err = backup.Save(ctx, zap.NewNop(), []string{endpoint}, tlsConfig, dir, time.Now())
+		err = try(ctx)
 		cancel()
 		if err == nil {
-			return r, nil
+			return nil
 		}
 	}
-	return backup.Result{}, err
+	return err
 }
 
 // clientTLS reads the client certificate Secret's files.
