@@ -90,3 +90,21 @@ kind_engine() {
     fi
   fi
 }
+
+# tenant_kubeconfig NAME FILE writes the admin kubeconfig of tenant NAME (namespace
+# default) with the LoadBalancer address of its API Service (knest's for a hosted
+# control plane, CAPK's for a VM one): it reaches the tenant from this machine and
+# outlives a host node's restart or drain. Needs KNEST (the CLI).
+tenant_kubeconfig() {
+  local name=$1 out=$2 svc address port
+  local hk=("$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" -n default)
+  svc=$name-lb
+  "${hk[@]}" get service "$name-apiserver" >/dev/null 2>&1 && svc=$name-apiserver
+  address=$("${hk[@]}" get service "$svc" -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
+  port=$("${hk[@]}" get service "$svc" -o jsonpath='{.spec.ports[0].port}')
+  if [[ -z $address ]]; then
+    echo "Service $svc has no LoadBalancer address" >&2
+    return 1
+  fi
+  "$KNEST" --kubeconfig "$KIND_KUBECONFIG" kubeconfig "$name" --server "https://$address:$port" --output-file "$out"
+}
