@@ -93,6 +93,16 @@ demo: $(KIND_PREREQS) build ## Bring up a kind host (DEMO_CLUSTER) and a tenant 
 demo-down: $(KIND) ## Delete the demo's kind host and the tenant cluster on it.
 	$(KIND_ENV) hack/kind/down.sh
 
+##@ Host maintenance on a kind host of three nodes
+
+E2E_HOST_STATE_DIR ?= $(KNEST_CACHE)/e2e/host-last-run
+
+.PHONY: e2e-host
+e2e-host: KIND_WORKERS = 2
+e2e-host: $(KIND_PREREQS) build ## Bring up a 3-node kind host and a hosted tenant (3 API servers, 3 etcd members, a worker); drain the worker VM's node twice, measuring what the tenant saw (hack/kind/e2e-host.sh; KEEP=1 keeps the host).
+	$(call kind-host-up,$(E2E_HOST_STATE_DIR)) \
+	$(KIND_ENV) KNEST=bin/knest hack/kind/e2e-host.sh 2>&1 | tee $(E2E_HOST_STATE_DIR)/e2e-host.log
+
 ##@ Density on the kind host
 
 # make bench-density: N hosted tenants without workers on the kind host, created in
