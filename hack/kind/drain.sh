@@ -65,6 +65,9 @@ whole() {
   nodes=$(tk get nodes -o jsonpath='{range .items[*]}{.spec.unschedulable}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}') || return 1
   [[ -z $nodes ]] || ! grep -qv '^ True$' <<<"$nodes"
 }
+# What the drain set going (a member Pending, a VM leaving) shows in status within
+# seconds; do not take the state before it for whole.
+sleep 20
 until whole; do
   if (($(date +%s) - start > whole_timeout)); then
     log "not whole after $whole_timeout s"
