@@ -80,19 +80,11 @@ fi
 results=$KNEST_CACHE/conformance/results/$version-$mode/$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$results"
 kc=$results/tenant.kubeconfig
-# The API's Service (knest's for a hosted control plane, CAPK's for a VM one): its
-# LoadBalancer address reaches the tenant from this machine and outlives a host node's
-# restart.
-hk() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" -n default "$@"; }
-api_service=$name-lb
-hk get service "$name-apiserver" >/dev/null 2>&1 && api_service=$name-apiserver
-address=$(hk get service "$api_service" -o jsonpath='{.status.loadBalancer.ingress[0].ip}')
-[[ -n $address ]] || die "Service $api_service has no LoadBalancer address"
-knest kubeconfig "$name" --server "https://$address:$(hk get service "$api_service" -o jsonpath='{.spec.ports[0].port}')" --output-file "$kc"
+tenant_kubeconfig "$name" "$kc" || die "no kubeconfig for tenant $name"
 tk() { "$TENANT_KUBECTL" --kubeconfig "$kc" "$@"; }
 tk wait --for=condition=Ready nodes --all --timeout=30m >/dev/null
 tk get nodes -o wide
-dns_domain=$(hk get nestedcluster "$name" -o jsonpath='{.spec.network.dnsDomain}')
+dns_domain=$("$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" -n default get nestedcluster "$name" -o jsonpath='{.spec.network.dnsDomain}')
 
 # A run left by an interrupted one would make hydrophone refuse to start.
 "$HYDROPHONE" --kubeconfig "$kc" --cleanup >/dev/null 2>&1 || true
