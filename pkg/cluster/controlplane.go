@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,7 +66,7 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 	if s.APIServer.Host != "" && !slices.Contains(sans, s.APIServer.Host) {
 		sans = append(sans, s.APIServer.Host)
 	}
-	nodeRegistration := bootstrapv1.NodeRegistrationOptions{CRISocket: criSocket}
+	nodeRegistration := bootstrapv1.NodeRegistrationOptions{CRISocket: criSocket, KubeletExtraArgs: slowHostKubeletArgs(r.opts.HostSlowdown)}
 	resumeFile, resumeCommands := resumeBootstrap("init")
 	etcdArgs := etcdRaftArgs()
 	files := append(probePatches(), resumeFile)
@@ -227,4 +228,20 @@ func probePatches() []bootstrapv1.File {
 		})
 	}
 	return files
+}
+
+// kubeletRuntimeRequestTimeout is the kubelet's default for each call to the
+// container runtime (--runtime-request-timeout).
+const kubeletRuntimeRequestTimeout = 2 * time.Minute
+
+// slowHostKubeletArgs stretch the kubelet's deadline for each container runtime call
+// by the host's slowdown: under emulation, creating and starting a large container
+// (the conformance suite's, 100 MB) took 71 and 49 s on a busy host, and past 2
+// minutes the kubelet gives up with "context deadline exceeded" and a pod that
+// never restarts fails. None at hardware speed, so nothing is rolled there.
+func slowHostKubeletArgs(slowdown int) []bootstrapv1.Arg {
+	if slowdown <= 1 {
+		return nil
+	}
+	return []bootstrapv1.Arg{{Name: "runtime-request-timeout", Value: ptr((kubeletRuntimeRequestTimeout * time.Duration(slowdown)).String())}}
 }

@@ -103,9 +103,9 @@ func (r renderer) pool(p knestv1.WorkerPool) (Pool, error) {
 }
 
 func (r renderer) bootstrapTemplate(base string, p knestv1.WorkerPool) (*bootstrapv1.KubeadmConfigTemplate, error) {
-	nodeRegistration := bootstrapv1.NodeRegistrationOptions{CRISocket: criSocket}
+	nodeRegistration := bootstrapv1.NodeRegistrationOptions{CRISocket: criSocket, KubeletExtraArgs: slowHostKubeletArgs(r.opts.HostSlowdown)}
 	if len(p.Labels) > 0 {
-		nodeRegistration.KubeletExtraArgs = []bootstrapv1.Arg{{Name: "node-labels", Value: ptr(joinLabels(p.Labels))}}
+		nodeRegistration.KubeletExtraArgs = append(nodeRegistration.KubeletExtraArgs, bootstrapv1.Arg{Name: "node-labels", Value: ptr(joinLabels(p.Labels))})
 	}
 	var taints []corev1.Taint
 	for _, t := range p.Taints {
