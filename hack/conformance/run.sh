@@ -86,7 +86,10 @@ tk wait --for=condition=Ready nodes --all --timeout=30m >/dev/null
 tk get nodes -o wide
 dns_domain=$("$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" -n default get nestedcluster "$name" -o jsonpath='{.spec.network.dnsDomain}')
 
-# A run left by an interrupted one would make hydrophone refuse to start.
+# hydrophone's progress report (--disable-progress-status) reads e2e.log in the pod
+# and ends the whole run when that file does not yet name the spec count, which a
+# slow guest makes likely ("could not find test spec count"). A run left by an
+# interrupted one would make hydrophone refuse to start.
 "$HYDROPHONE" --kubeconfig "$kc" --cleanup >/dev/null 2>&1 || true
 log "hydrophone: focus '$focus' skip '$skip' parallel $parallel; results in $results"
 start=$SECONDS
@@ -94,7 +97,7 @@ rc=0
 "$HYDROPHONE" --kubeconfig "$kc" --output-dir "$results" \
   --conformance-image "knest.local/conformance:$version" --busybox-image "$busybox" \
   --test-repo-list "$images/repo-list.yaml" --startup-timeout 15m \
-  --focus "$focus" --skip "$skip" --parallel "$parallel" \
+  --focus "$focus" --skip "$skip" --parallel "$parallel" --disable-progress-status \
   --extra-args "--dns-domain=$dns_domain" 2>&1 | tee "$results/hydrophone.log" || rc=$?
 took=$((SECONDS - start))
 "$HYDROPHONE" --kubeconfig "$kc" --cleanup >/dev/null 2>&1 || true
