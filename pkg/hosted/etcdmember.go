@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/pkg/backup"
 )
 
@@ -29,9 +30,12 @@ const etcdInitialClusterState = "ETCD_INITIAL_CLUSTER_STATE"
 
 // EtcdJoin is the ConfigMap of EtcdJoinName.
 func (in Input) EtcdJoin() *corev1.ConfigMap {
+	meta := in.meta(EtcdJoinName(in.Cluster), ComponentEtcd)
+	// The label the controller's ConfigMap cache selects.
+	meta.Labels[knestv1.ClusterNameLabel] = in.Cluster
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: in.meta(EtcdJoinName(in.Cluster), ComponentEtcd),
+		ObjectMeta: meta,
 		Data:       map[string]string{etcdInitialClusterState: "existing"},
 	}
 }

@@ -166,7 +166,7 @@ func TestConfigMapsCarryKnestsLabel(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	agent, _, err := input().Konnectivity()
 	g.Expect(err).NotTo(HaveOccurred())
-	for _, cm := range []*corev1.ConfigMap{kubeadm, agent} {
+	for _, cm := range []*corev1.ConfigMap{kubeadm, agent, input().EtcdJoin()} {
 		g.Expect(cm.Labels).To(HaveKeyWithValue(knestv1.ClusterNameLabel, "demo"), cm.Name)
 	}
 }

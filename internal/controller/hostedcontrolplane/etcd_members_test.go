@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/hosted"
 )
@@ -149,6 +150,7 @@ func TestStrandedEtcdMemberIsReplacedOnAnotherNode(t *testing.T) {
 	join := &corev1.ConfigMap{}
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: pvc.Namespace, Name: hosted.EtcdJoinName("strand")}, join)).To(Succeed())
 	g.Expect(join.Data).To(HaveKeyWithValue("ETCD_INITIAL_CLUSTER_STATE", "existing"))
+	g.Expect(join.Labels).To(HaveKeyWithValue(knestv1.ClusterNameLabel, "strand"), "the controller's ConfigMap cache selects it")
 
 	// Not yet stranded long enough: it waits, and says when it looks again.
 	r.StrandedAfter = time.Hour
