@@ -66,6 +66,19 @@ func startMember(t *testing.T, dir, name string, peer url.URL, initialCluster st
 	return e, client
 }
 
+// threeMembers are the identities of a three-member cluster on free local ports,
+// and its initial cluster.
+func threeMembers(t *testing.T) ([]Member, []url.URL, string) {
+	t.Helper()
+	members := make([]Member, 3)
+	peers := make([]url.URL, 3)
+	for i := range members {
+		peers[i] = freeURL(t)
+		members[i] = Member{Name: fmt.Sprintf("m-%d", i), PeerURL: peers[i].String()}
+	}
+	return members, peers, InitialCluster(members...)
+}
+
 func ready(t *testing.T, e *embed.Etcd) {
 	t.Helper()
 	select {
@@ -164,13 +177,7 @@ func TestRestoreMakesAThreeMemberCluster(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	stop()
 
-	members := make([]Member, 3)
-	peers := make([]url.URL, 3)
-	for i := range members {
-		peers[i] = freeURL(t)
-		members[i] = Member{Name: fmt.Sprintf("m-%d", i), PeerURL: peers[i].String()}
-	}
-	initial := InitialCluster(members...)
+	members, peers, initial := threeMembers(t)
 	clients := make([]*clientv3.Client, 3)
 	etcds := make([]*embed.Etcd, 3)
 	urls := make([]url.URL, 3)

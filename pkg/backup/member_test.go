@@ -2,7 +2,6 @@ package backup
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"testing"
 
@@ -20,13 +19,7 @@ import (
 func TestReplacedMemberJoinsOnAnEmptyVolumeWithEveryKey(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	members := make([]Member, 3)
-	peers := make([]url.URL, 3)
-	for i := range members {
-		peers[i] = freeURL(t)
-		members[i] = Member{Name: fmt.Sprintf("m-%d", i), PeerURL: peers[i].String()}
-	}
-	initial := InitialCluster(members...)
+	members, peers, initial := threeMembers(t)
 	etcds := make([]*embed.Etcd, 3)
 	urls := make([]url.URL, 3)
 	for i, m := range members {
