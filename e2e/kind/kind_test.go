@@ -34,6 +34,7 @@ import (
 	"github.com/knest-dev/knest/e2e/internal/probe"
 	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/netpol"
 )
 
 const (
@@ -148,7 +149,12 @@ func TestIsolationByHostCNI(t *testing.T) {
 
 	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "alpha", Namespace: tenant}}
 	cluster.Default(nc)
-	graph, err := cluster.Render(nc, cluster.Options{})
+	// As the controller deploys it: VMs resolve through the guest DNS.
+	guestDNS := &corev1.Service{}
+	g.Expect(h.Get(t.Context(), client.ObjectKey{Namespace: "knest-system", Name: "knest-guest-dns"}, guestDNS)).To(Succeed())
+	dns, err := netpol.GuestDNSFromService(guestDNS)
+	g.Expect(err).NotTo(HaveOccurred())
+	graph, err := cluster.Render(nc, cluster.Options{GuestDNS: dns})
 	g.Expect(err).NotTo(HaveOccurred())
 	policy := graph.Isolation.DeepCopy()
 	policy.OwnerReferences = nil // no NestedCluster object here
@@ -166,10 +172,12 @@ func TestIsolationByHostCNI(t *testing.T) {
 	// Ingress: another namespace reaches the API server port only.
 	g.Expect(probe.Connect(t, h, fromOther, vm1, probe.APIPort)).To(BeTrue(), "another namespace reaches a VM's 6443")
 	g.Expect(probe.Connect(t, h, fromOther, vm1, probe.ServerPort)).To(BeFalse(), "another namespace reaches a VM's 8080")
-	// The tenant's own VMs reach each other on any port; DNS works; nothing else
-	// on the host's networks does.
+	// The tenant's own VMs reach each other on any port and their resolver, the
+	// guest DNS; nothing else on the host's networks, the host's cluster DNS
+	// included (its answers name the host's Services).
 	g.Expect(probe.Connect(t, h, fromVM, vm2, probe.ServerPort)).To(BeTrue(), "a VM reaches another VM of its cluster")
-	g.Expect(probe.Connect(t, h, fromVM, kubeDNS(t, h), 53)).To(BeTrue(), "a VM reaches the host's DNS")
+	g.Expect(probe.Connect(t, h, fromVM, dns.Nameserver, 53)).To(BeTrue(), "a VM reaches the guest DNS")
+	g.Expect(probe.Connect(t, h, fromVM, kubeDNS(t, h), 53)).To(BeFalse(), "a VM reaches the host's cluster DNS")
 	g.Expect(probe.Connect(t, h, fromVM, outsider, probe.ServerPort)).To(BeFalse(), "a VM reaches a pod of another namespace")
 }
 

@@ -249,6 +249,9 @@ func expectAddonsRunning(t *testing.T, tc tenant, n int) {
 // The tenant's workload: busybox from an image every node has (no registry here).
 const echoName = "echo"
 
+// hostNames are Services of the kind host that a tenant must not be able to look up.
+const hostNames = "kubernetes.default.svc.cluster.local virt-api.kubevirt.svc.cluster.local kube-dns.kube-system.svc.cluster.local"
+
 // expectServiceAnswers deploys (once) an HTTP Deployment with a Service, then has a
 // pod fetch it by its DNS name: CoreDNS, kube-proxy and the CNI across nodes work.
 func expectServiceAnswers(t *testing.T, tc tenant, replicas int32) {
@@ -311,8 +314,12 @@ func expectServiceAnswers(t *testing.T, tc tenant, replicas int32) {
 				// and Service routes can take minutes, and the kubelet's restart
 				// back-off (up to 5 minutes a wait) would add as much again. timeout,
 				// not wget -T: Debian's static busybox crashes with -T.
+				// Then the tenant's DNS: its own names resolve, the host's do not (the
+				// VMs' resolver is the guest DNS, which knows nothing of the host).
 				Command: []string{"/bin/busybox", "sh", "-c",
-					"until /bin/busybox timeout 10 /bin/busybox wget -q -O - http://" + echoName + "; do sleep 2; done"},
+					"until /bin/busybox timeout 10 /bin/busybox wget -q -O - http://" + echoName + "; do sleep 2; done; " +
+						"/bin/busybox nslookup kubernetes.default.svc." + knestv1.DefaultDNSDomain + " >/dev/null 2>&1 && echo tenant name resolved; " +
+						"for name in " + hostNames + "; do /bin/busybox nslookup $name >/dev/null 2>&1 && echo host name resolved: $name; done; true"},
 			}},
 		},
 	}
@@ -326,6 +333,8 @@ func expectServiceAnswers(t *testing.T, tc tenant, replicas int32) {
 	}, tenantTimeout, poll).Should(Succeed())
 	logs := podLogs(t, tc, probe)
 	g.Expect(logs).To(ContainSubstring("hello from "+echoName), "the probe's output")
+	g.Expect(logs).To(ContainSubstring("tenant name resolved"), "the probe's output")
+	g.Expect(logs).NotTo(ContainSubstring("host name resolved"), "a tenant pod looks up the host's Services")
 	_ = tc.Delete(ctx, probe)
 }
 

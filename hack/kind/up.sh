@@ -357,6 +357,7 @@ patches:
 EOF
 kubectl apply -k "$tmp/config/kind"
 kubectl -n knest-system rollout status deploy/knest-controller --timeout=5m
+kubectl -n knest-system rollout status deploy/knest-guest-dns --timeout=5m
 # knest makes tenants only in namespaces a host admin enabled; here, `default` (make demo's).
 kubectl label namespace default knest.dev/tenants=true --overwrite
 

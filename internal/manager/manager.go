@@ -43,6 +43,7 @@ import (
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/internal/tenant"
 	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/netpol"
 )
 
 // NewScheme returns a scheme with every API group knest reads or writes.
@@ -89,6 +90,10 @@ type Options struct {
 	// ToolImage is the knest image that backup and restore Jobs run, and (unless
 	// Render.ProviderImage says otherwise) the tenants' cloud controller managers.
 	ToolImage string
+	// GuestDNSService is the Service of the tenant VMs' resolver (config/guestdns),
+	// read once at start into Render.GuestDNS; empty: the VMs use the host's
+	// cluster DNS.
+	GuestDNSService client.ObjectKey
 }
 
 // New returns a manager with the NestedCluster controller registered.
@@ -103,6 +108,11 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 	scheme, err := NewScheme()
 	if err != nil {
 		return nil, err
+	}
+	if opts.GuestDNSService.Name != "" {
+		if opts.Render.GuestDNS, err = guestDNS(cfg, scheme, opts.GuestDNSService); err != nil {
+			return nil, err
+		}
 	}
 	// ConfigMaps are everywhere on a host; cache only the ones knest made.
 	ownedByKnest, err := labels.NewRequirement(knestv1.ClusterNameLabel, selection.Exists, nil)
@@ -233,4 +243,21 @@ func whoAmI(c client.Client) (rbacv1.Subject, error) {
 		return rbacv1.Subject{}, fmt.Errorf("failed to ask the host who the controller is (SelfSubjectReview): %w", err)
 	}
 	return nestedcluster.SubjectFor(review.Status.UserInfo.Username), nil
+}
+
+// guestDNS reads the tenant VMs' resolver from its Service. Read once: its address
+// does not change while the Service exists, and the controller caches no Services
+// but those of tenants.
+func guestDNS(cfg *rest.Config, scheme *runtime.Scheme, key client.ObjectKey) (*netpol.GuestDNS, error) {
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	svc := &corev1.Service{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Get(ctx, key, svc); err != nil {
+		return nil, fmt.Errorf("failed to read the tenant VMs' DNS Service %s (--guest-dns-service; config/guestdns makes it): %w", key, err)
+	}
+	return netpol.GuestDNSFromService(svc)
 }

@@ -34,7 +34,8 @@ func IsolationName(cluster string) string { return cluster + "-isolation" }
 //
 // Out, the VMs may open connections to: pods of their own cluster (next paragraph;
 // this includes the API endpoint once a Service or load balancer has translated
-// the address), the host's DNS pods (netpol.HostDNS), and addresses outside
+// the address), their resolver's pods (netpol.GuestDNS, else the host's DNS pods,
+// netpol.HostDNS), and addresses outside
 // PrivateNetworks. Another tenant's VMs and endpoint, the host's nodes and its API
 // server are all private addresses.
 //
@@ -86,9 +87,27 @@ func (r renderer) isolation() *networkingv1.NetworkPolicy {
 			},
 			Egress: []networkingv1.NetworkPolicyEgressRule{
 				{To: []networkingv1.NetworkPolicyPeer{{PodSelector: &ownVMs}}},
-				netpol.DNSEgress(),
+				r.dnsEgress(),
 				{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: PrivateNetworks}}}},
 			},
 		},
 	}
+}
+
+// dnsEgress lets the VMs reach their resolver: the guest DNS when the controller
+// has one, else the host's DNS pods.
+func (r renderer) dnsEgress() networkingv1.NetworkPolicyEgressRule {
+	if r.opts.GuestDNS != nil {
+		return r.opts.GuestDNS.Egress()
+	}
+	return netpol.DNSEgress()
+}
+
+// nameserver is the VMs' DNS server: the guest DNS's address, or "" for their
+// pods' (the host's cluster DNS).
+func (r renderer) nameserver() string {
+	if r.opts.GuestDNS != nil {
+		return r.opts.GuestDNS.Nameserver
+	}
+	return ""
 }

@@ -4,11 +4,15 @@ import (
 	"testing"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
 
 	"github.com/knest-dev/knest/pkg/cluster"
+	"github.com/knest-dev/knest/pkg/netpol"
 )
 
 // The labels KubeVirt puts on a virt-launcher pod of a VM that CAPK created for
@@ -86,4 +90,55 @@ func TestIsolationFencesOnlyTheClustersVMs(t *testing.T) {
 
 	g.Expect(outside.To[0].IPBlock.CIDR).To(Equal("0.0.0.0/0"))
 	g.Expect(outside.To[0].IPBlock.Except).To(Equal(cluster.PrivateNetworks))
+}
+
+// With the guest DNS, the VMs' only DNS server is its Service, and the only DNS
+// they reach is its pods, on the Service's target ports: not the host's cluster
+// DNS, whose answers name the host's Services.
+func TestVMsResolveThroughTheGuestDNSOnly(t *testing.T) {
+	g := NewWithT(t)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "knest-system", Name: "knest-guest-dns"},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: "10.96.53.53",
+			Selector:  map[string]string{"app.kubernetes.io/name": "knest-guest-dns"},
+			Ports: []corev1.ServicePort{
+				{Name: "dns", Port: 53, TargetPort: intstr.FromInt32(1053), Protocol: corev1.ProtocolUDP},
+				{Name: "dns-tcp", Port: 53, TargetPort: intstr.FromString("dns-tcp"), Protocol: corev1.ProtocolTCP},
+			},
+		},
+	}
+	dns, err := netpol.GuestDNSFromService(svc)
+	g.Expect(err).NotTo(HaveOccurred())
+	graph, err := cluster.Render(demo(), cluster.Options{GuestDNS: dns})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	egress := graph.Isolation.Spec.Egress[1]
+	g.Expect(egress.To).To(HaveLen(1))
+	g.Expect(selects(g, egress.To[0].NamespaceSelector, labels.Set{"kubernetes.io/metadata.name": "knest-system"})).To(BeTrue())
+	g.Expect(selects(g, egress.To[0].NamespaceSelector, labels.Set{"kubernetes.io/metadata.name": "kube-system"})).To(BeFalse(), "the host's cluster DNS")
+	g.Expect(selects(g, egress.To[0].PodSelector, labels.Set{"app.kubernetes.io/name": "knest-guest-dns"})).To(BeTrue())
+	g.Expect(egress.Ports).To(ConsistOf(
+		networkingv1.NetworkPolicyPort{Protocol: ptr(corev1.ProtocolUDP), Port: ptr(intstr.FromInt32(1053))},
+		networkingv1.NetworkPolicyPort{Protocol: ptr(corev1.ProtocolTCP), Port: ptr(intstr.FromString("dns-tcp"))}))
+
+	templates := []*capkv1.KubevirtMachineTemplate{graph.ControlPlaneTemplate}
+	for _, p := range graph.Pools {
+		templates = append(templates, p.MachineTemplate)
+	}
+	for _, tmpl := range templates {
+		vmi := tmpl.Spec.Template.Spec.VirtualMachineTemplate.Spec.Template.Spec
+		g.Expect(vmi.DNSPolicy).To(Equal(corev1.DNSNone), tmpl.Name)
+		g.Expect(vmi.DNSConfig).To(Equal(&corev1.PodDNSConfig{Nameservers: []string{"10.96.53.53"}}), tmpl.Name)
+	}
+
+	// Without it, as before: the pod's DNS, the host's.
+	graph, err = cluster.Render(demo(), cluster.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	vmi := graph.ControlPlaneTemplate.Spec.Template.Spec.VirtualMachineTemplate.Spec.Template.Spec
+	g.Expect(vmi.DNSPolicy).To(BeEmpty())
+	g.Expect(vmi.DNSConfig).To(BeNil())
+
+	_, err = netpol.GuestDNSFromService(&corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}})
+	g.Expect(err).To(MatchError(ContainSubstring("has no cluster IP")))
 }

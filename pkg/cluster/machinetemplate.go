@@ -21,6 +21,7 @@ func (r renderer) machineTemplate(pool, base, version string, m knestv1.MachineS
 			EtcdDisk:    etcdDisk,
 
 			CPUAllocationRatio: r.opts.CPUAllocationRatio,
+			Nameserver:         r.nameserver(),
 		}),
 		BootstrapCheckSpec: capkv1.VirtualMachineBootstrapCheckSpec{CheckStrategy: r.bootstrapCheck()},
 	}}}

@@ -22,6 +22,7 @@ import (
 	"github.com/knest-dev/knest/pkg/autoscaler"
 	"github.com/knest-dev/knest/pkg/ccm"
 	"github.com/knest-dev/knest/pkg/csi/deploy"
+	"github.com/knest-dev/knest/pkg/netpol"
 )
 
 // Bootstrap check strategies of CAPK.
@@ -77,6 +78,9 @@ type Options struct {
 	// CSIImages run the tenants' CSI drivers (pkg/csi/deploy's defaults when
 	// empty). The driver's image must be the one the node images preload.
 	CSIImages deploy.Images
+	// GuestDNS is the tenant VMs' resolver; nil: the host's cluster DNS, whose
+	// answers include the host's Service names.
+	GuestDNS *netpol.GuestDNS
 }
 
 // DefaultNodeStartupTimeout: a nested VM that has not joined in 20 minutes is taken to

@@ -1,6 +1,6 @@
 // Package netpol holds what the NetworkPolicies knest renders share: the host's DNS
-// pods, the one host service both a tenant's VMs and its hosted control plane may
-// reach.
+// pods, the one host service a hosted control plane may reach, and the guest DNS
+// resolver that tenant VMs reach instead.
 package netpol
 
 import (

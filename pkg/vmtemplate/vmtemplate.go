@@ -38,6 +38,9 @@ type Input struct {
 	// EtcdDisk, for control-plane VMs, is a volume of the host for etcd's data (nil:
 	// etcd stays on the root disk).
 	EtcdDisk *EtcdDisk
+	// Nameserver is the VM's only DNS server (netpol.GuestDNS); empty: its pod's,
+	// the host's cluster DNS.
+	Nameserver string
 }
 
 // Build returns the VirtualMachine template for a KubevirtMachineTemplate.
@@ -87,6 +90,11 @@ func Build(in Input) capkv1.VirtualMachineTemplateSpec {
 		// drains the tenant node through Cluster API before the VM goes.
 		EvictionStrategy: ptr(kubevirtv1.EvictionStrategyExternal),
 		Affinity:         placement.SpreadAcrossHosts(labels),
+	}
+	if in.Nameserver != "" {
+		// What the guest's DHCP hands out: no search path of the host's namespaces.
+		spec.DNSPolicy = corev1.DNSNone
+		spec.DNSConfig = &corev1.PodDNSConfig{Nameservers: []string{in.Nameserver}}
 	}
 
 	var dataVolumes []kubevirtv1.DataVolumeTemplateSpec

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
@@ -32,6 +34,7 @@ type flags struct {
 	qps       float32
 	burst     int
 	logFormat string
+	guestDNS  string
 }
 
 // NewCommand returns the controller command. It reads the host cluster's
@@ -70,6 +73,8 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fl.StringVar(&f.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader election lease (default: the pod's namespace)")
 	fl.StringVar(&f.ToolImage, "tool-image", "",
 		"The knest image that etcd backup and restore Jobs run (default: the image of the controller's own pod, found through POD_NAMESPACE and POD_NAME)")
+	fl.StringVar(&f.guestDNS, "guest-dns-service", "",
+		"namespace/name of the Service of the tenant VMs' resolver (config/guestdns), which answers no name of the host's cluster; empty: VMs use the host's cluster DNS, and tenants can look up the host's Services")
 	fl.StringVar(&f.logFormat, "log-format", "text", "Log format: text (knest's lines) or json (one object per line, for log collectors)")
 	return cmd
 }
@@ -88,6 +93,13 @@ func runE(cmd *cobra.Command, logger logr.Logger, f *flags) error {
 		f.Render.NodeStartupTimeout = 0 // cluster.Options' default, which follows --host-slowdown
 	} else if f.Render.NodeStartupTimeout < time.Minute {
 		return fmt.Errorf("--node-startup-timeout must be a minute or more, not %s", f.Render.NodeStartupTimeout)
+	}
+	if f.guestDNS != "" {
+		ns, name, ok := strings.Cut(f.guestDNS, "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return fmt.Errorf("--guest-dns-service must be namespace/name, not %q", f.guestDNS)
+		}
+		f.GuestDNSService = client.ObjectKey{Namespace: ns, Name: name}
 	}
 	logger, err := newLogger(f.logFormat, logger, cmd.ErrOrStderr())
 	if err != nil {
