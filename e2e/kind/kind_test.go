@@ -168,15 +168,15 @@ func TestIsolationByHostCNI(t *testing.T) {
 	fromVM := probe.Client{Namespace: tenant, Labels: vmLabels, Settle: 5 * time.Second}
 
 	// Baseline: the servers answer where nothing is in the way.
-	g.Expect(probe.Connect(t, h, fromOther, outsider, probe.ServerPort)).To(BeTrue(), "a pod reaches a server of its own namespace")
+	g.Expect(probe.Reaches(t, h, fromOther, outsider, probe.ServerPort)).To(BeTrue(), "a pod reaches a server of its own namespace")
 	// Ingress: another namespace reaches the API server port only.
-	g.Expect(probe.Connect(t, h, fromOther, vm1, probe.APIPort)).To(BeTrue(), "another namespace reaches a VM's 6443")
+	g.Expect(probe.Reaches(t, h, fromOther, vm1, probe.APIPort)).To(BeTrue(), "another namespace reaches a VM's 6443")
 	g.Expect(probe.Connect(t, h, fromOther, vm1, probe.ServerPort)).To(BeFalse(), "another namespace reaches a VM's 8080")
 	// The tenant's own VMs reach each other on any port and their resolver, the
 	// guest DNS; nothing else on the host's networks, the host's cluster DNS
 	// included (its answers name the host's Services).
-	g.Expect(probe.Connect(t, h, fromVM, vm2, probe.ServerPort)).To(BeTrue(), "a VM reaches another VM of its cluster")
-	g.Expect(probe.Connect(t, h, fromVM, dns.Nameserver, 53)).To(BeTrue(), "a VM reaches the guest DNS")
+	g.Expect(probe.Reaches(t, h, fromVM, vm2, probe.ServerPort)).To(BeTrue(), "a VM reaches another VM of its cluster")
+	g.Expect(probe.Reaches(t, h, fromVM, dns.Nameserver, 53)).To(BeTrue(), "a VM reaches the guest DNS")
 	g.Expect(probe.Connect(t, h, fromVM, kubeDNS(t, h), 53)).To(BeFalse(), "a VM reaches the host's cluster DNS")
 	g.Expect(probe.Connect(t, h, fromVM, outsider, probe.ServerPort)).To(BeFalse(), "a VM reaches a pod of another namespace")
 }

@@ -414,7 +414,7 @@ func expectIsolated(t *testing.T, a, b client.ObjectKey) {
 	for _, pair := range [][2]client.ObjectKey{{a, b}, {b, a}} {
 		own, other := pair[0], pair[1]
 		tc := tenantClient(t, own)
-		g.Expect(canConnect(t, tc, endpointIP(t, own), 6443)).To(BeTrue(), "%s's nodes reach their own endpoint", own)
+		g.Expect(canReach(t, tc, endpointIP(t, own), 6443)).To(BeTrue(), "%s's nodes reach their own endpoint", own)
 		g.Expect(canConnect(t, tc, endpointIP(t, other), 6443)).To(BeFalse(), "%s's nodes reach %s's endpoint", own, other)
 		vmis := &kubevirtv1.VirtualMachineInstanceList{}
 		g.Expect(s.host.List(t.Context(), vmis, client.InNamespace(other.Namespace))).To(Succeed())
@@ -443,8 +443,17 @@ func endpointIP(t *testing.T, k client.ObjectKey) string {
 // pod, so the packets leave with the node's address) to addr:port succeeds.
 func canConnect(t *testing.T, tc tenant, addr string, port int) bool {
 	t.Helper()
-	return probe.Connect(t, tc.Client, probe.Client{Namespace: "default", HostNetwork: true}, addr, port)
+	return probe.Connect(t, tc.Client, fromNode, addr, port)
 }
+
+// canReach is canConnect for a connection that must go through (probe.Reaches).
+func canReach(t *testing.T, tc tenant, addr string, port int) bool {
+	t.Helper()
+	return probe.Reaches(t, tc.Client, fromNode, addr, port)
+}
+
+// fromNode: a host-network pod of the tenant, whose packets leave with its node's address.
+var fromNode = probe.Client{Namespace: "default", HostNetwork: true}
 
 // expectIsolatedFromHostPods checks that the host cluster's own NetworkPolicy enforcer
 // enforces knest's NetworkPolicy between a tenant's VMs and a plain pod of another
@@ -461,7 +470,7 @@ func expectIsolatedFromHostPods(t *testing.T, key client.ObjectKey) {
 	})
 	other := probe.Client{Namespace: ns}
 	server := probe.Server(t, s.host, ns, "server", nil)
-	g.Expect(probe.Connect(t, s.host, other, server, probe.ServerPort)).To(BeTrue(), "a pod of its own namespace reaches the server")
+	g.Expect(probe.Reaches(t, s.host, other, server, probe.ServerPort)).To(BeTrue(), "a pod of its own namespace reaches the server")
 
 	tc := tenantClient(t, key)
 	vmis := &kubevirtv1.VirtualMachineInstanceList{}
@@ -471,10 +480,10 @@ func expectIsolatedFromHostPods(t *testing.T, key client.ObjectKey) {
 		g.Expect(vmi.Status.Interfaces).NotTo(BeEmpty())
 		ip := vmi.Status.Interfaces[0].IP
 		if vmi.Labels["cluster.x-k8s.io/role"] == "control-plane" {
-			g.Expect(probe.Connect(t, s.host, other, ip, probe.APIPort)).To(BeTrue(), "another namespace's pod reaches %s's API server port", vmi.Name)
+			g.Expect(probe.Reaches(t, s.host, other, ip, probe.APIPort)).To(BeTrue(), "another namespace's pod reaches %s's API server port", vmi.Name)
 			// etcd answers on the VM's address inside the tenant, so a refusal from
 			// outside is the policy's.
-			g.Expect(canConnect(t, tc, ip, etcdClientPort)).To(BeTrue(), "%s's etcd listens on %s", vmi.Name, ip)
+			g.Expect(canReach(t, tc, ip, etcdClientPort)).To(BeTrue(), "%s's etcd listens on %s", vmi.Name, ip)
 			g.Expect(probe.Connect(t, s.host, other, ip, etcdClientPort)).To(BeFalse(), "another namespace's pod reaches %s's etcd", vmi.Name)
 		}
 		g.Expect(probe.Connect(t, s.host, other, ip, 10250)).To(BeFalse(), "another namespace's pod reaches %s's kubelet", vmi.Name)

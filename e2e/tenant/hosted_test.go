@@ -158,28 +158,32 @@ func expectHostedTenantsIsolated(t *testing.T, a, b client.ObjectKey) {
 	t.Helper()
 	g := NewWithT(t)
 	ta, tb := tenantClient(t, a), tenantClient(t, b)
-	g.Expect(canConnect(t, ta, runningPodIP(t, a, hosted.ComponentAPIServer), hosted.APIServerPort)).To(BeTrue(), "%s's nodes reach their API server", a)
-	g.Expect(canConnect(t, ta, runningPodIP(t, b, hosted.ComponentAPIServer), hosted.APIServerPort)).To(BeFalse(), "%s's nodes reach %s's API server pod", a, b)
-	g.Expect(canConnect(t, ta, runningPodIP(t, b, hosted.ComponentEtcd), hosted.EtcdPort)).To(BeFalse(), "%s's nodes reach %s's etcd", a, b)
+	g.Expect(canReach(t, ta, readyPodIP(t, a, hosted.ComponentAPIServer), hosted.APIServerPort)).To(BeTrue(), "%s's nodes reach their API server", a)
+	g.Expect(canConnect(t, ta, readyPodIP(t, b, hosted.ComponentAPIServer), hosted.APIServerPort)).To(BeFalse(), "%s's nodes reach %s's API server pod", a, b)
+	g.Expect(canConnect(t, ta, readyPodIP(t, b, hosted.ComponentEtcd), hosted.EtcdPort)).To(BeFalse(), "%s's nodes reach %s's etcd", a, b)
 	for _, ip := range nodeIPs(t, tb) {
 		g.Expect(canConnect(t, ta, ip, 10250)).To(BeFalse(), "%s's nodes reach %s's kubelet on %s", a, b, ip)
 	}
 }
 
-// runningPodIP is the address of a running pod of a hosted control plane's component.
-func runningPodIP(t *testing.T, key client.ObjectKey, component string) string {
+// readyPodIP is the address of a ready pod of a hosted control plane's component:
+// one that serves, so a connection refused is the policy's, not a restart's. It
+// waits for one, as a starved host restarts them.
+func readyPodIP(t *testing.T, key client.ObjectKey, component string) string {
 	t.Helper()
-	pods := &corev1.PodList{}
-	if err := s.host.List(t.Context(), pods, client.InNamespace(key.Namespace), client.MatchingLabels{hosted.ComponentLabel: component}); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp.IsZero() {
-			return p.Status.PodIP
+	var ip string
+	NewWithT(t).Eventually(func(g Gomega) {
+		pods := &corev1.PodList{}
+		g.Expect(s.host.List(t.Context(), pods, client.InNamespace(key.Namespace), client.MatchingLabels{hosted.ComponentLabel: component})).To(Succeed())
+		for _, p := range pods.Items {
+			if p.Status.PodIP != "" && p.DeletionTimestamp.IsZero() && podReady(&p) {
+				ip = p.Status.PodIP
+				return
+			}
 		}
-	}
-	t.Fatalf("no running %s pod of %s", component, key)
-	return ""
+		g.Expect(ip).NotTo(BeEmpty(), "a ready %s pod of %s", component, key)
+	}, tenantTimeout, poll).Should(Succeed())
+	return ip
 }
 
 // nodeIPs are the tenant's nodes' internal addresses (their VMs' addresses).
@@ -304,10 +308,10 @@ func expectHostedIsolated(t *testing.T, key client.ObjectKey) {
 	})
 	other := probe.Client{Namespace: ns}
 	server := probe.Server(t, s.host, ns, "server", nil)
-	g.Expect(probe.Connect(t, s.host, other, server, probe.ServerPort)).To(BeTrue(), "a pod of its own namespace reaches the server")
+	g.Expect(probe.Reaches(t, s.host, other, server, probe.ServerPort)).To(BeTrue(), "a pod of its own namespace reaches the server")
 
-	g.Expect(probe.Connect(t, s.host, other, runningPodIP(t, key, hosted.ComponentAPIServer), hosted.APIServerPort)).To(BeTrue(), "another namespace's pod reaches the API server")
-	g.Expect(probe.Connect(t, s.host, other, runningPodIP(t, key, hosted.ComponentEtcd), hosted.EtcdPort)).To(BeFalse(), "another namespace's pod reaches etcd")
+	g.Expect(probe.Reaches(t, s.host, other, readyPodIP(t, key, hosted.ComponentAPIServer), hosted.APIServerPort)).To(BeTrue(), "another namespace's pod reaches the API server")
+	g.Expect(probe.Connect(t, s.host, other, readyPodIP(t, key, hosted.ComponentEtcd), hosted.EtcdPort)).To(BeFalse(), "another namespace's pod reaches etcd")
 
 	tc := hostedTenantClient(t, key)
 	for _, ip := range nodeIPs(t, tc) {

@@ -93,3 +93,17 @@ func Connect(t *testing.T, c client.Client, from Client, addr string, port int) 
 	t.Logf("connect to %s:%d from %s (labels %v, host network %v): %s", addr, port, from.Namespace, from.Labels, from.HostNetwork, pod.Status.Phase)
 	return pod.Status.Phase == corev1.PodSucceeded
 }
+
+// Reaches is Connect for a connection that must go through: it tries up to three
+// times, since a server that has just started or restarts may refuse once, while a
+// connection a policy drops fails every time. Connections that must not go through
+// take Connect: one success is enough to fail.
+func Reaches(t *testing.T, c client.Client, from Client, addr string, port int) bool {
+	t.Helper()
+	for range 2 {
+		if Connect(t, c, from, addr, port) {
+			return true
+		}
+	}
+	return Connect(t, c, from, addr, port)
+}
