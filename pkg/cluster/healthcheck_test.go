@@ -54,3 +54,20 @@ func TestHealthCheckWaitsLongerForNotReadyThanForSilent(t *testing.T) {
 		g.Expect(*hc.Spec.Checks.NodeStartupTimeoutSeconds).To(Equal(int32(2400)), hc.Name)
 	}
 }
+
+// On a host that runs VMs three times slower, a node may be silent or NotReady three
+// times as long: a VM rebooting on another host node after a drain is silent for as
+// long as it boots.
+func TestHealthCheckFollowsTheHost(t *testing.T) {
+	g := NewWithT(t)
+	graph, err := cluster.Render(demo(), cluster.Options{HostSlowdown: 3})
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, hc := range []*clusterv1.MachineHealthCheck{graph.ControlPlaneHealthCheck, graph.Pools[0].HealthCheck} {
+		timeouts := map[corev1.ConditionStatus]int32{}
+		for _, c := range hc.Spec.Checks.UnhealthyNodeConditions {
+			timeouts[c.Status] = *c.TimeoutSeconds
+		}
+		g.Expect(timeouts).To(Equal(map[corev1.ConditionStatus]int32{corev1.ConditionFalse: 2700, corev1.ConditionUnknown: 900}), hc.Name)
+		g.Expect(*hc.Spec.Checks.NodeStartupTimeoutSeconds).To(Equal(int32(3600)), hc.Name)
+	}
+}
