@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Takes a node of the kind host away from under a running tenant and measures what the
+# tenant saw (docs/benchmark.md, "A host of several nodes"):
+#
+#   hack/kind/disrupt.sh drain TENANT NODE   # kubectl drain; uncordon once whole
+#   hack/kind/disrupt.sh lose TENANT NODE    # the node's container stopped, no warning
+#
+# TENANT is in namespace default. Throughout, every 2 s from this machine: a GET of the
+# tenant's /readyz and a write of a ConfigMap through its API's LoadBalancer address,
+# and a GET of each of APPS ("name=URL ..."). It waits until the tenant is whole again:
+# a hosted etcd's EtcdMembersHealthy True, as many tenant Nodes Ready and schedulable
+# as before, every app answering. Then, for drain, it uncordons NODE; for lose, it does
+# what docs/design/host-maintenance.md tells an operator (deletes the host's Node
+# object), waits until nothing of the tenant is left on it, and starts the node again.
+# It prints each step's time, the failed requests and the longest gap of each kind,
+# and whether the ConfigMap written before is there and each app's page is the one it
+# served before (a page kept on a volume shows the volume's data survived).
+# Settings: hack/kind/env.sh, KNEST (the CLI, default bin/knest), APPS, WHOLE_TIMEOUT
+# (seconds, default 2400).
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+[[ $# == 3 && $1 =~ ^(drain|lose)$ ]] || { sed -n '2,20p' "$0"; exit 2; }
+how=$1 name=$2 node=$3
+KNEST=${KNEST:-bin/knest}
+whole_timeout=${WHOLE_TIMEOUT:-2400}
+read -r -a apps <<<"${APPS:-}"
+TENANT_KUBECTL=$KNEST_CACHE/node-image/kube/$NODE_KUBE_VERSION/kubectl
+hk() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" "$@"; }
+log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+kind_engine
+
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+kc=$work/tenant.kubeconfig
+tenant_kubeconfig "$name" "$kc"
+tk() { "$TENANT_KUBECTL" --kubeconfig "$kc" --request-timeout=5s "$@"; }
+marker="$how-$(date +%s)"
+tk create configmap "$marker" --from-literal=written="$(date -u +%FT%TZ)" >/dev/null
+page() { curl -fsS --max-time 5 "$1"; }
+for app in "${apps[@]}"; do
+  page "${app#*=}" >"$work/before-${app%%=*}" || { echo "app ${app%%=*} does not answer at ${app#*=}" >&2; exit 1; }
+done
+# Tenant nodes Ready and schedulable, the count the tenant must be back to.
+ready_nodes() {
+  tk get nodes -o jsonpath='{range .items[*]}{.spec.unschedulable}{" "}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+    grep -c '^ True$'
+}
+nodes_before=$(ready_nodes)
+
+# One line per try: seconds since the epoch and 0 (answered) or 1 (failed).
+poll() {
+  local out=$1
+  shift
+  while :; do
+    if "$@" >/dev/null 2>&1; then echo "$(date +%s) 0"; else echo "$(date +%s) 1"; fi >>"$out"
+    sleep 2
+  done
+}
+poll "$work/readyz" tk get --raw /readyz &
+i=0
+write() { i=$((i + 1)); tk patch configmap "$marker" --type merge -p "{\"data\":{\"n\":\"$i\"}}"; }
+poll "$work/writes" write &
+for app in "${apps[@]}"; do poll "$work/app-${app%%=*}" page "${app#*=}" & done
+
+start=$(date +%s)
+case $how in
+drain)
+  log "draining $node"
+  hk drain "$node" --ignore-daemonsets --delete-emptydir-data --timeout=30m >"$work/drain.log" 2>&1 || {
+    cat "$work/drain.log" >&2
+    exit 1
+  }
+  log "drained in $(($(date +%s) - start)) s; waiting for the tenant to be whole"
+  ;;
+lose)
+  log "stopping $node's container ($KIND_ENGINE stop)"
+  "$KIND_ENGINE" stop --time 0 "$node" >/dev/null
+  ;;
+esac
+taken=$(($(date +%s) - start))
+
+hosted=$(hk -n default get hostedcontrolplane -l "cluster.x-k8s.io/cluster-name=$name" -o name 2>/dev/null | head -1)
+whole() {
+  if [[ -n $hosted ]]; then
+    [[ $(hk -n default get "$hosted" -o jsonpath='{.status.conditions[?(@.type=="EtcdMembersHealthy")].status}') == True ]] || return 1
+  fi
+  (($(ready_nodes) >= nodes_before)) || return 1
+  for app in "${apps[@]}"; do page "${app#*=}" >/dev/null || return 1; done
+}
+# wait_until WHAT CMD...: CMD true within the time left, or the run fails.
+wait_until() {
+  local what=$1
+  shift
+  until "$@"; do
+    if (($(date +%s) - start > whole_timeout)); then
+      log "not $what after $whole_timeout s"
+      hk -n default get "$hosted" -o jsonpath='{.status.conditions}' 2>/dev/null || true
+      tk get nodes || true
+      exit 1
+    fi
+    sleep 5
+  done
+}
+# What the disruption set going (a member Pending, a VM leaving, a node not ready)
+# shows in status only after a while; do not take the state before it for whole.
+sleep 60
+wait_until whole whole
+back=$(($(date +%s) - start))
+log "whole again $back s after the start"
+kill $(jobs -p) 2>/dev/null || true
+
+case $how in
+drain)
+  hk uncordon "$node" >/dev/null
+  ;;
+lose)
+  # The operator's step: the node is gone, so are its pods; KubeVirt then fails and
+  # cleans up the VMIs that ran there, and Cluster API finishes deleting their Machines.
+  log "deleting the host's Node $node"
+  hk delete node "$node" --wait=false >/dev/null
+  left() {
+    local ready
+    ready=$(ready_nodes) && ((ready >= nodes_before)) &&
+      [[ -z $(hk -n default get vmi -l "cluster.x-k8s.io/cluster-name=$name" -o jsonpath="{.items[?(@.status.nodeName==\"$node\")].metadata.name}") ]] &&
+      [[ $(tk get nodes --no-headers | wc -l) == "$ready" ]]
+  }
+  wait_until "cleaned up" left
+  cleaned=$(($(date +%s) - start))
+  log "nothing of $name left on $node $cleaned s after the start; starting it again"
+  "$KIND_ENGINE" start "$node" >/dev/null
+  wait_until "back" hk wait --for=condition=Ready "node/$node" --timeout=10s
+  returned=$(($(date +%s) - start))
+  ;;
+esac
+
+# Failed tries, and the longest run of time from a failed try to the next answer.
+summary() {
+  awk '{ n++; last = $1; if ($2) { f++; if (!s) s = $1 } else if (s) { if ($1 - s > g) g = $1 - s; s = 0 } }
+    END { note = ""; if (s) { if (last - s > g) g = last - s; note = " (failing at the end)" }
+      printf "%d of %d failed, longest gap %d s%s\n", f, n, g, note }' "$1"
+}
+kept=$(tk get configmap "$marker" -o jsonpath='{.data.written}' 2>/dev/null || echo "")
+ok=true
+[[ -n $kept ]] || ok=false
+{
+  echo "tenant $name, host node $node: $how"
+  case $how in
+  drain) echo "  drain: $taken s" ;;
+  lose) echo "  Node object deleted; nothing of the tenant left there: $cleaned s; node Ready again: $returned s" ;;
+  esac
+  echo "  whole again (etcd members ready, $nodes_before tenant nodes Ready and schedulable, apps answering): $back s"
+  echo "  tenant /readyz: $(summary "$work/readyz")"
+  echo "  tenant writes: $(summary "$work/writes")"
+  for app in "${apps[@]}"; do
+    a=${app%%=*}
+    if [[ "$(page "${app#*=}" 2>/dev/null)" == "$(cat "$work/before-$a")" ]]; then same=same; else same=CHANGED; ok=false; fi
+    echo "  app $a: $(summary "$work/app-$a"); its page after: $same"
+  done
+  echo "  ConfigMap written before: $([[ -n $kept ]] && echo "there ($kept)" || echo MISSING)"
+}
+tk delete configmap "$marker" >/dev/null 2>&1 || true
+$ok
