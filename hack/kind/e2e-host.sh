@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make e2e-host`, after hack/kind/up.sh with KIND_WORKERS=2: a hosted tenant with
-# three API servers, three etcd members and two workers, spread over the three nodes,
+# three API servers, three etcd members and two workers (E2E_HOST_WORKERS), spread
+# over the three nodes,
 # running two apps behind LoadBalancer Services: web (two replicas, a
 # PodDisruptionBudget of one) and data (its page on a volume). Then, each measured by
 # hack/kind/disrupt.sh while the apps and the tenant's API are polled: the host node of
@@ -11,7 +12,8 @@
 # loses the ConfigMap written before or the data app's page.
 #
 # Settings: hack/kind/env.sh, KNEST (the CLI), E2E_HOST_CLUSTER (the tenant, default
-# e2e-host; kept if it exists), E2E_HOST_STEPS (default "drain drain lose").
+# e2e-host; kept if it exists), E2E_HOST_WORKERS (default 2), E2E_HOST_STEPS (default
+# "drain drain lose").
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -19,6 +21,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 KNEST=${KNEST:-bin/knest}
 name=${E2E_HOST_CLUSTER:-e2e-host}
+workers=${E2E_HOST_WORKERS:-2}
 read -r -a steps <<<"${E2E_HOST_STEPS:-drain drain lose}"
 TENANT_KUBECTL=$KNEST_CACHE/node-image/kube/$NODE_KUBE_VERSION/kubectl
 hk() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" "$@"; }
@@ -27,7 +30,7 @@ die() { echo "e2e-host: $*" >&2; exit 1; }
 
 (($(hk get nodes -o name | wc -l) >= 3)) || die "the kind host has fewer than 3 nodes: make kind-up KIND_WORKERS=2"
 if ! "$KNEST" --kubeconfig "$KIND_KUBECONFIG" get "$name" >/dev/null 2>&1; then
-  log "creating tenant $name: hosted, 3 API servers, 3 etcd members, 2 workers"
+  log "creating tenant $name: hosted, 3 API servers, 3 etcd members, $workers workers"
   start=$SECONDS
   "$KNEST" --kubeconfig "$KIND_KUBECONFIG" create -f - --timeout 60m <<EOF
 apiVersion: knest.dev/v1alpha1
@@ -37,7 +40,7 @@ spec:
   apiServer: {serviceType: LoadBalancer}
   controlPlane: {mode: Hosted, replicas: 3, etcd: {members: 3}}
   workers:
-  - {name: workers, replicas: 2, cpu: 1, memory: 2Gi}
+  - {name: workers, replicas: $workers, cpu: 1, memory: 2Gi}
 EOF
   log "tenant Ready in $((SECONDS - start)) s"
 fi
@@ -59,6 +62,8 @@ kind: Deployment
 metadata: {name: web, namespace: default}
 spec:
   replicas: 2
+  # Under emulation a new node's first pods can wait longer than the default 10 minutes.
+  progressDeadlineSeconds: 3600
   selector: {matchLabels: {app: web}}
   template:
     metadata: {labels: {app: web}}
@@ -95,6 +100,7 @@ kind: Deployment
 metadata: {name: data, namespace: default}
 spec:
   replicas: 1
+  progressDeadlineSeconds: 3600
   strategy: {type: Recreate}
   selector: {matchLabels: {app: data}}
   template:
