@@ -30,6 +30,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -146,6 +147,11 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// A replica that stops hands over at once instead of after the lease expires.
 		// Safe: the manager returns only once every reconcile has finished.
 		LeaderElectionReleaseOnCancel: true,
+		// client-go's rate-limited queue, not controller-runtime's priority queue:
+		// v0.23.3's can deadlock on shutdown (kubernetes-sigs/controller-runtime#3538,
+		// fixed in #3540, not in this line), leaving a worker blocked and the
+		// manager waiting out its grace period; a test's manager did so here.
+		Controller: config.Controller{UsePriorityQueue: ptr.To(false)},
 		// So are Services and workloads: only those of a Cluster API cluster (a
 		// hosted control plane's).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
