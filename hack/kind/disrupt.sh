@@ -3,20 +3,24 @@
 # tenant saw (docs/benchmark.md, "A host of several nodes"):
 #
 #   hack/kind/disrupt.sh drain TENANT NODE   # kubectl drain; uncordon once whole
-#   hack/kind/disrupt.sh lose TENANT NODE    # the node's container stopped, no warning
+#   hack/kind/disrupt.sh lose TENANT NODE    # the node's container stopped, no warning;
+#                                            # its Node deleted, as an operator would
 #
 # TENANT is in namespace default. Throughout, every 2 s from this machine: a GET of the
 # tenant's /readyz and a write of a ConfigMap through its API's LoadBalancer address,
-# and a GET of each of APPS ("name=URL ..."). It waits until the tenant is whole again:
-# a hosted etcd's EtcdMembersHealthy True, as many tenant Nodes Ready and schedulable
-# as before, every app answering. Then, for drain, it uncordons NODE; for lose, it does
-# what docs/design/host-maintenance.md tells an operator (deletes the host's Node
-# object), waits until nothing of the tenant is left on it, and starts the node again.
-# It prints each step's time, the failed requests and the longest gap of each kind,
-# and whether the ConfigMap written before is there and each app's page is the one it
-# served before (a page kept on a volume shows the volume's data survived).
-# Settings: hack/kind/env.sh, KNEST (the CLI, default bin/knest), APPS, WHOLE_TIMEOUT
-# (seconds, default 2400).
+# and a GET of each of APPS ("name=URL ..."). For lose, once the host has marked the
+# node not ready and NOTICE more seconds have passed (default 300, what medik8s's
+# NodeHealthCheck waits by default), it does what docs/design/host-maintenance.md tells
+# an operator: deletes the host's Node object. Then it waits until the tenant is whole
+# again: a hosted etcd's EtcdMembersHealthy True, as many tenant Nodes Ready and
+# schedulable as before, every app answering. Then, for drain, it uncordons NODE; for
+# lose, it waits until nothing of the tenant is left on NODE, starts it again and waits
+# for it to be Ready and the tenant whole. It prints each step's time, the failed
+# requests and the longest gap of each kind, and whether the ConfigMap written before
+# is there and each app's page is the one it served before (a page kept on a volume
+# shows the volume's data survived).
+# Settings: hack/kind/env.sh, KNEST (the CLI, default bin/knest), APPS, NOTICE,
+# WHOLE_TIMEOUT (seconds, default 2400).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -26,6 +30,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 how=$1 name=$2 node=$3
 KNEST=${KNEST:-bin/knest}
 whole_timeout=${WHOLE_TIMEOUT:-2400}
+notice=${NOTICE:-300}
 read -r -a apps <<<"${APPS:-}"
 TENANT_KUBECTL=$KNEST_CACHE/node-image/kube/$NODE_KUBE_VERSION/kubectl
 hk() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" "$@"; }
@@ -104,9 +109,20 @@ wait_until() {
     sleep 5
   done
 }
-# What the disruption set going (a member Pending, a VM leaving, a node not ready)
-# shows in status only after a while; do not take the state before it for whole.
-sleep 60
+if [[ $how == lose ]]; then
+  # The host marks the node not ready after its node-monitor grace period (40 s).
+  not_ready() { [[ $(hk get node "$node" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}') != True ]]; }
+  wait_until "marked not ready" not_ready
+  noticed=$(($(date +%s) - start))
+  log "$node not ready $noticed s after it stopped; deleting its Node object in $notice s (NOTICE)"
+  sleep "$notice"
+  hk delete node "$node" --wait=false >/dev/null
+  deleted=$(($(date +%s) - start))
+else
+  # What the drain set going (a member Pending, a VM leaving) shows in status only
+  # after a while; do not take the state before it for whole.
+  sleep 60
+fi
 wait_until whole whole
 back=$(($(date +%s) - start))
 log "whole again $back s after the start"
@@ -117,10 +133,8 @@ drain)
   hk uncordon "$node" >/dev/null
   ;;
 lose)
-  # The operator's step: the node is gone, so are its pods; KubeVirt then fails and
-  # cleans up the VMIs that ran there, and Cluster API finishes deleting their Machines.
-  log "deleting the host's Node $node"
-  hk delete node "$node" --wait=false >/dev/null
+  # With its Node deleted the node's pods are gone; KubeVirt fails and cleans up the
+  # VMIs that ran there, and Cluster API finishes deleting their Machines.
   left() {
     local ready
     ready=$(ready_nodes) && ((ready >= nodes_before)) &&
@@ -133,6 +147,7 @@ lose)
   "$KIND_ENGINE" start "$node" >/dev/null
   wait_until "back" hk wait --for=condition=Ready "node/$node" --timeout=10s
   returned=$(($(date +%s) - start))
+  wait_until "whole with $node back" whole
   ;;
 esac
 
@@ -149,7 +164,7 @@ ok=true
   echo "tenant $name, host node $node: $how"
   case $how in
   drain) echo "  drain: $taken s" ;;
-  lose) echo "  Node object deleted; nothing of the tenant left there: $cleaned s; node Ready again: $returned s" ;;
+  lose) echo "  node marked not ready: $noticed s; its Node object deleted: $deleted s; nothing of the tenant left there: $cleaned s; started again, Ready: $returned s" ;;
   esac
   echo "  whole again (etcd members ready, $nodes_before tenant nodes Ready and schedulable, apps answering): $back s"
   echo "  tenant /readyz: $(summary "$work/readyz")"

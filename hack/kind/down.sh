@@ -30,3 +30,4 @@ if ! "$KIND" delete cluster --name "$KIND_CLUSTER" --kubeconfig "$KIND_KUBECONFI
   "$KIND" delete cluster --name "$KIND_CLUSTER" --kubeconfig "$KIND_KUBECONFIG"
 fi
 rm -f "$KIND_KUBECONFIG" "$KIND_ENV_FILE"
+rm -rf "$KIND_SHARED_DIR"

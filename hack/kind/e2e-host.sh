@@ -3,10 +3,12 @@
 # three API servers, three etcd members and two workers (E2E_HOST_WORKERS), spread
 # over the three nodes,
 # running two apps behind LoadBalancer Services: web (two replicas, a
-# PodDisruptionBudget of one) and data (its page on a volume). Then, each measured by
-# hack/kind/disrupt.sh while the apps and the tenant's API are polled: the host node of
-# a worker VM is drained; once the tenant is whole again, the node that VM moved to is
-# drained; then a worker node holding a worker VM is lost (its container stopped) and
+# PodDisruptionBudget of one) and data (its page on a volume of the host's class
+# knest-shared, reachable from every node, as network storage is on a real host; a
+# hosted etcd stays on node-local volumes). Then, each measured by hack/kind/disrupt.sh
+# while the apps and the tenant's API are polled: the host node of a worker VM is
+# drained; once the tenant is whole again, the node that VM moved to is drained; then a
+# worker node holding a worker VM is lost (its container stopped, its Node deleted) and
 # brought back. It fails if a step does not complete, the tenant is not whole again (a
 # replaced etcd member, its workers back, Ready and schedulable, the apps answering) or
 # loses the ConfigMap written before or the data app's page.
@@ -29,6 +31,7 @@ log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 die() { echo "e2e-host: $*" >&2; exit 1; }
 
 (($(hk get nodes -o name | wc -l) >= 3)) || die "the kind host has fewer than 3 nodes: make kind-up KIND_WORKERS=2"
+hk get storageclass knest-shared >/dev/null || die "the kind host has no StorageClass knest-shared (made before hack/kind/up.sh mounted $KIND_SHARED_DIR): make kind-down first"
 if ! "$KNEST" --kubeconfig "$KIND_KUBECONFIG" get "$name" >/dev/null 2>&1; then
   log "creating tenant $name: hosted, 3 API servers, 3 etcd members, $workers workers"
   start=$SECONDS
@@ -39,6 +42,7 @@ metadata: {name: $name, namespace: default}
 spec:
   apiServer: {serviceType: LoadBalancer}
   controlPlane: {mode: Hosted, replicas: 3, etcd: {members: 3}}
+  providers: {storage: {classes: [{name: knest, default: true, hostStorageClassName: knest-shared}]}}
   workers:
   - {name: workers, replicas: $workers, cpu: 1, memory: 2Gi}
 EOF

@@ -15,6 +15,10 @@ KIND_ENGINE=${KIND_ENGINE:-}
 # node runs VMs, holds local-path volumes and answers for MetalLB; with workers the pod
 # network routes each node's pod range through kube-router (up.sh).
 KIND_WORKERS=${KIND_WORKERS:-0}
+# A directory of this machine mounted into every node at /var/knest-shared: the
+# StorageClass knest-shared keeps its volumes there, reachable from every node, as
+# NFS or CephFS is on a real host (up.sh).
+KIND_SHARED_DIR=${KIND_SHARED_DIR:-$KNEST_CACHE/kind/$KIND_CLUSTER-shared}
 
 KUBEVIRT_VERSION=${KUBEVIRT_VERSION:-v1.7.0}
 CAPI_VERSION=${CAPI_VERSION:-v1.13.6}

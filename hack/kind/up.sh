@@ -95,8 +95,9 @@ if grep -qx "$KIND_CLUSTER" <<<"$("$KIND" get clusters 2>/dev/null)"; then
   ((have == KIND_WORKERS + 1)) ||
     die "kind cluster $KIND_CLUSTER has $have nodes, not $((KIND_WORKERS + 1)) (KIND_WORKERS=$KIND_WORKERS): delete it first (make kind-down)"
 else
-  node_mounts=""
-  if ! $emulation; then node_mounts=$'\n  extraMounts:\n  - {hostPath: /dev/kvm, containerPath: /dev/kvm}'; fi
+  mkdir -p "$KIND_SHARED_DIR"
+  node_mounts=$'\n  extraMounts:\n  - {hostPath: '"$KIND_SHARED_DIR"$', containerPath: /var/knest-shared}'
+  if ! $emulation; then node_mounts+=$'\n  - {hostPath: /dev/kvm, containerPath: /dev/kvm}'; fi
   "$KIND" create cluster --name "$KIND_CLUSTER" --image "$kind_image" --kubeconfig "$KIND_KUBECONFIG" \
     --wait 5m --config - <<EOF
 kind: Cluster
@@ -230,12 +231,35 @@ done
 # hosted tenants at once took longer than 2 minutes to start one, and each retry
 # starts a new one (make bench-density).
 localpath_timeout=$((120 * KNEST_HOST_SLOWDOWN))
-step "default StorageClass: local-path-provisioner $localpath_version on /var/local-path-provisioner (helper pods: ${localpath_timeout}s)"
-sed -e "s#image: rancher/local-path-provisioner:.*#image: knest.local/local-path-provisioner:$localpath_version#" \
-  -e "s#image: busybox#image: knest.local/kubeadm:$NODE_KUBE_VERSION#" \
-  -e "s#\"nodePathMap\":\\[#\"cmdTimeoutSeconds\": $localpath_timeout, \"nodePathMap\":[#" \
-  -e "s#/opt/local-path-provisioner#/var/local-path-provisioner#" \
-  "$localpath_dir/deploy/local-path-storage.yaml" | kubectl apply --server-side --force-conflicts -f -
+#
+# The same provisioner serves the class knest-shared from /var/knest-shared, one
+# directory of this machine mounted into every node (KIND_SHARED_DIR): its volumes
+# have no node affinity, so a tenant volume there follows its VM to any node, as on a
+# host with network storage. A host made before that mount existed gets no such class.
+shared_class=', "knest-shared": {"sharedFileSystemPath": "/var/knest-shared"}'
+for node in "${nodes[@]}"; do
+  "$KIND_ENGINE" exec "$node" mountpoint -q /var/knest-shared || { shared_class="" && break; }
+done
+step "default StorageClass: local-path-provisioner $localpath_version on /var/local-path-provisioner (helper pods: ${localpath_timeout}s)${shared_class:+; knest-shared on $KIND_SHARED_DIR}"
+localpath_config="{\"cmdTimeoutSeconds\": $localpath_timeout, \"storageClassConfigs\": {\"local-path\": {\"nodePathMap\": [{\"node\": \"DEFAULT_PATH_FOR_NON_LISTED_NODES\", \"paths\": [\"/var/local-path-provisioner\"]}]}$shared_class}}"
+# upstream's config.json (up to its setup script) replaced by the one above.
+awk -v config="$localpath_config" '
+  /^  config.json: \|-$/ { print; print "    " config; skip = 1; next }
+  /^  setup: / { skip = 0 }
+  !skip' "$localpath_dir/deploy/local-path-storage.yaml" |
+  sed -e "s#image: rancher/local-path-provisioner:.*#image: knest.local/local-path-provisioner:$localpath_version#" \
+    -e "s#image: busybox#image: knest.local/kubeadm:$NODE_KUBE_VERSION#" |
+  kubectl apply --server-side --force-conflicts -f -
+if [[ -n $shared_class ]]; then
+  kubectl apply --server-side -f - <<EOF
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: knest-shared}
+provisioner: rancher.io/local-path
+volumeBindingMode: WaitForFirstConsumer
+reclaimPolicy: Delete
+EOF
+fi
 kubectl annotate --overwrite storageclass standard storageclass.kubernetes.io/is-default-class=false
 kubectl annotate --overwrite storageclass local-path storageclass.kubernetes.io/is-default-class=true
 kubectl -n local-path-storage rollout status deploy/local-path-provisioner --timeout=5m
