@@ -283,9 +283,25 @@ if [[ -z $METALLB_ADDRESSES ]]; then
   ((ip_int < last - 31)) || die "${nodes[0]}'s address $node_cidr is in the LoadBalancer range $METALLB_ADDRESSES: set METALLB_ADDRESSES"
 fi
 step "LoadBalancers: MetalLB $METALLB_VERSION (L2) on $METALLB_ADDRESSES"
+# Its pods request no CPU, so beside emulated VMs they starve like the Cluster API
+# managers (below): with two emulated workers the speaker failed its 1-second liveness
+# probe ten times in 50 minutes, and each restart withdrew the LoadBalancer addresses
+# it announces. Their probes get 5 s and a minute of failures. No CPU request: a host
+# whose VMs have taken every core by requests could then not place the speaker again.
+mkdir -p "$tmp/metallb"
 sed -e "s#image: quay.io/metallb/controller:.*#image: knest.local/metallb-controller:$METALLB_VERSION#" \
   -e "s#image: quay.io/metallb/speaker:.*#image: knest.local/metallb-speaker:$METALLB_VERSION#" \
-  "$metallb_manifest" | kubectl apply --server-side --force-conflicts -f -
+  "$metallb_manifest" >"$tmp/metallb/metallb-native.yaml"
+cat >"$tmp/metallb/kustomization.yaml" <<EOF
+resources: [metallb-native.yaml]
+patches:
+- target: {kind: Deployment|DaemonSet, namespace: metallb-system, name: controller|speaker}
+  patch: |-
+    - {op: add, path: /spec/template/spec/containers/0/livenessProbe/timeoutSeconds, value: 5}
+    - {op: add, path: /spec/template/spec/containers/0/livenessProbe/failureThreshold, value: 6}
+    - {op: add, path: /spec/template/spec/containers/0/readinessProbe/timeoutSeconds, value: 5}
+EOF
+kubectl kustomize "$tmp/metallb" | kubectl apply --server-side --force-conflicts -f -
 kubectl -n metallb-system rollout status deploy/controller --timeout=5m
 kubectl -n metallb-system rollout status ds/speaker --timeout=5m
 # The pool's validating webhook answers once the controller has made its certificate.
