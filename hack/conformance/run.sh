@@ -107,6 +107,17 @@ rc=0
   --focus "$focus" --skip "$skip" --parallel "$parallel" --disable-progress-status \
   --extra-args "--dns-domain=$dns_domain" --extra-args "--system-pods-startup-timeout=$system_pods_timeout" \
   2>&1 | tee "$results/hydrophone.log" || rc=$?
+# hydrophone ends when it loses the tenant API for a while (its LoadBalancer address
+# withdrawn, say), while the suite goes on in its pod: wait for the suite there, as
+# long as the API answers within the day, and copy its files.
+if [[ ! -f $results/junit_01.xml ]]; then
+  log "hydrophone ended without the suite's results (exit $rc); waiting for the suite in its pod"
+  pod=(-n conformance exec e2e-conformance-test -c output-container --)
+  until tk "${pod[@]}" test -f /tmp/results/done 2>/dev/null || ((SECONDS - start > 86400)); do sleep 60; done
+  for f in e2e.log junit_01.xml; do
+    tk "${pod[@]}" cat "/tmp/results/$f" >"$results/$f.tmp" 2>/dev/null && mv "$results/$f.tmp" "$results/$f" || rm -f "$results/$f.tmp"
+  done
+fi
 took=$((SECONDS - start))
 "$HYDROPHONE" --kubeconfig "$kc" --cleanup >/dev/null 2>&1 || true
 
