@@ -288,6 +288,11 @@ step "LoadBalancers: MetalLB $METALLB_VERSION (L2) on $METALLB_ADDRESSES"
 # probe ten times in 50 minutes, and each restart withdrew the LoadBalancer addresses
 # it announces. Their probes get 5 s and a minute of failures. No CPU request: a host
 # whose VMs have taken every core by requests could then not place the speaker again.
+# slow_probes patches a workload's first container: 5-second probes, and a minute of
+# failed liveness probes before a restart.
+slow_probes="    - {op: add, path: /spec/template/spec/containers/0/livenessProbe/timeoutSeconds, value: 5}
+    - {op: add, path: /spec/template/spec/containers/0/livenessProbe/failureThreshold, value: 6}
+    - {op: add, path: /spec/template/spec/containers/0/readinessProbe/timeoutSeconds, value: 5}"
 mkdir -p "$tmp/metallb"
 sed -e "s#image: quay.io/metallb/controller:.*#image: knest.local/metallb-controller:$METALLB_VERSION#" \
   -e "s#image: quay.io/metallb/speaker:.*#image: knest.local/metallb-speaker:$METALLB_VERSION#" \
@@ -297,9 +302,7 @@ resources: [metallb-native.yaml]
 patches:
 - target: {kind: Deployment|DaemonSet, namespace: metallb-system, name: controller|speaker}
   patch: |-
-    - {op: add, path: /spec/template/spec/containers/0/livenessProbe/timeoutSeconds, value: 5}
-    - {op: add, path: /spec/template/spec/containers/0/livenessProbe/failureThreshold, value: 6}
-    - {op: add, path: /spec/template/spec/containers/0/readinessProbe/timeoutSeconds, value: 5}
+$slow_probes
 EOF
 kubectl kustomize "$tmp/metallb" | kubectl apply --server-side --force-conflicts -f -
 kubectl -n metallb-system rollout status deploy/controller --timeout=5m
@@ -367,9 +370,7 @@ patches:
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --leader-elect-renew-deadline=40s}
     - {op: add, path: /spec/template/spec/containers/0/args/-, value: --leader-elect-retry-period=5s}
     - {op: add, path: /spec/template/spec/containers/0/resources/requests, value: {cpu: 10m}}
-    - {op: add, path: /spec/template/spec/containers/0/livenessProbe/timeoutSeconds, value: 5}
-    - {op: add, path: /spec/template/spec/containers/0/livenessProbe/failureThreshold, value: 6}
-    - {op: add, path: /spec/template/spec/containers/0/readinessProbe/timeoutSeconds, value: 5}
+$slow_probes
 EOF
 # CRDs first, so the objects of their kinds in the same file are known.
 kubectl kustomize "$tmp/providers" | kubectl apply --server-side --force-conflicts -f -
