@@ -128,6 +128,18 @@ const (
 	// the controller of the tenant's CSI driver runs on the host. Not part of Ready:
 	// only the tenant's volume claims wait.
 	StorageReadyCondition = "StorageReady"
+	// HostSpreadCondition is present while the tenant has running VMs: True when no
+	// two VMs of one pool (the control plane counts as one) run on the same host
+	// node, False naming those that do, so that one host node's drain or loss takes
+	// them together. knest only prefers distinct nodes: a host with fewer nodes that
+	// fit than VMs still runs them all. Not part of Ready.
+	HostSpreadCondition = "HostSpread"
+	// LiveMigratableCondition is present while the tenant has running VMs: what
+	// KubeVirt says of their live migration (its VMI condition LiveMigratable),
+	// False naming each pool whose VMs cannot and KubeVirt's reason. Either way a
+	// host drain hands each VM to CAPK, which drains its tenant node and has KubeVirt
+	// restart it on another host node (evictionStrategy External). Not part of Ready.
+	LiveMigratableCondition = "LiveMigratable"
 
 	ReconciledReason             = "Reconciled"
 	ApplyFailedReason            = "ApplyFailed"
@@ -171,6 +183,15 @@ const (
 	// check failing included; the cloud controller manager waits for the tenant's
 	// API).
 	ProviderStartingReason = "Starting"
+	// SpreadReason: each pool's VMs are on distinct host nodes.
+	SpreadReason = "Spread"
+	// SharedHostNodeReason: VMs of one pool share a host node (condition HostSpread).
+	SharedHostNodeReason = "SharedHostNode"
+	// LiveMigratableReason: KubeVirt can live-migrate every VM of the tenant.
+	LiveMigratableReason = "LiveMigratable"
+	// NotLiveMigratableReason: KubeVirt cannot live-migrate some VMs (condition
+	// LiveMigratable names the pools and KubeVirt's reasons).
+	NotLiveMigratableReason = "NotLiveMigratable"
 )
 
 // CNI names the network plugin knest installs into the tenant.

@@ -115,7 +115,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
-	// ConfigMaps are everywhere on a host; cache only the ones knest made.
+	// ConfigMaps and VMIs are everywhere on a host; cache only the ones knest made.
 	ownedByKnest, err := labels.NewRequirement(knestv1.ClusterNameLabel, selection.Exists, nil)
 	if err != nil {
 		return nil, err
@@ -155,15 +155,17 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// So are Services and workloads: only those of a Cluster API cluster (a
 		// hosted control plane's).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}:      {Label: labels.NewSelector().Add(*ownedByKnest)},
-			&rbacv1.RoleBinding{}:    {Label: labels.NewSelector().Add(*accessBinding)},
-			&rbacv1.Role{}:           {Label: ofCluster},
-			&corev1.ServiceAccount{}: {Label: ofCluster},
-			&corev1.Service{}:        {Label: ofCluster},
-			&appsv1.Deployment{}:     {Label: ofCluster},
-			&appsv1.StatefulSet{}:    {Label: ofCluster},
-			&batchv1.Job{}:           {Label: ofCluster},
-			&batchv1.CronJob{}:       {Label: ofCluster},
+			&corev1.ConfigMap{}: {Label: labels.NewSelector().Add(*ownedByKnest)},
+			// VMIs of other users' VMs on the host are none of knest's business.
+			&kubevirtv1.VirtualMachineInstance{}: {Label: labels.NewSelector().Add(*ownedByKnest)},
+			&rbacv1.RoleBinding{}:                {Label: labels.NewSelector().Add(*accessBinding)},
+			&rbacv1.Role{}:                       {Label: ofCluster},
+			&corev1.ServiceAccount{}:             {Label: ofCluster},
+			&corev1.Service{}:                    {Label: ofCluster},
+			&appsv1.Deployment{}:                 {Label: ofCluster},
+			&appsv1.StatefulSet{}:                {Label: ofCluster},
+			&batchv1.Job{}:                       {Label: ofCluster},
+			&batchv1.CronJob{}:                   {Label: ofCluster},
 		}},
 		// Secrets are read in tenant namespaces only, where the controller's role is
 		// bound (see nestedcluster/access.go): a cluster-wide informer would need

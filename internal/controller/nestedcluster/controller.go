@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/record"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
 	addonsv1 "sigs.k8s.io/cluster-api/api/addons/v1beta2"
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
@@ -101,6 +102,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, options controller.Optio
 		Owns(&corev1.ConfigMap{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&appsv1.Deployment{}). // the autoscaler's, for condition AutoscalerReady
+		Watches(&kubevirtv1.VirtualMachineInstance{}, vmsOfNestedCluster, builder.WithPredicates(vmPlacementChanged)).
 		WithOptions(options)
 	return tenant.WatchNamespaces(b, r.Client).Complete(r)
 }
@@ -123,6 +125,8 @@ type scope struct {
 	// csiController is the tenant's CSI driver's controller Deployment; nil when
 	// storage is turned off.
 	csiController *appsv1.Deployment
+	// vms are the tenant's VMIs, for conditions HostSpread and LiveMigratable.
+	vms []kubevirtv1.VirtualMachineInstance
 	// heldVersion is the version still rolling out while spec.version asks for
 	// another (see heldVersion); empty when none is held.
 	heldVersion string

@@ -199,6 +199,9 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) error {
 			return err
 		}
 	}
+	if err := r.observeVMs(ctx, s); err != nil {
+		return err
+	}
 	r.observeTenant(ctx, s)
 	return nil
 }

@@ -35,6 +35,8 @@ var ownedConditions = []string{
 	knestv1.AutoscalerReadyCondition,
 	knestv1.LoadBalancerReadyCondition,
 	knestv1.StorageReadyCondition,
+	knestv1.HostSpreadCondition,
+	knestv1.LiveMigratableCondition,
 }
 
 // summarize computes the NestedCluster's status from what one reconcile observed
@@ -93,6 +95,8 @@ func summarize(nc *knestv1.NestedCluster, s *scope, applyErr error) {
 	setAutoscalerReadyCondition(nc, s)
 	setLoadBalancerReadyCondition(nc, s)
 	setStorageReadyCondition(nc, s)
+	setHostSpreadCondition(nc, s.vms)
+	setLiveMigratableCondition(nc, s.vms)
 	setReadyCondition(nc)
 	st.Phase = phase(nc, s, initialized, applyErr)
 }

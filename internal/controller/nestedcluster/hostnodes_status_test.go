@@ -1,0 +1,81 @@
+package nestedcluster_test
+
+import (
+	"context"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/testenv"
+	"github.com/knest-dev/knest/pkg/vmtemplate"
+)
+
+// What KubeVirt reports of the tenant's VMIs reaches the NestedCluster's status
+// through the controller's watch: two workers on one host node, then one moved;
+// VMs that cannot live-migrate. Another tenant's VMI on the same node counts for
+// nothing.
+func TestStatusSaysWhereTheVMsRun(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startController(t)
+	ns := namespace(t)
+	nc := testenv.NestedCluster(ns, "placed")
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+	waitForGraph(g, nc)
+
+	// A VMI as CAPK makes it from knest's VM template, its status as virt-handler
+	// writes it.
+	run := func(cluster, name, node string, notMigratable string) *kubevirtv1.VirtualMachineInstance {
+		tmpl := vmtemplate.Build(vmtemplate.Input{ClusterName: cluster, Pool: "workers", Image: "knest.local/node:test"}).Spec.Template
+		vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.ObjectMeta.Labels}, Spec: tmpl.Spec}
+		g.Expect(env.Client.Create(ctx, vmi)).To(Succeed())
+		migratable := kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstanceIsMigratable, Status: corev1.ConditionTrue}
+		if notMigratable != "" {
+			migratable.Status, migratable.Reason, migratable.Message = corev1.ConditionFalse, notMigratable, "cannot migrate VMI which does not use masquerade"
+		}
+		setVMIStatus(g, vmi, func(s *kubevirtv1.VirtualMachineInstanceStatus) {
+			s.Phase, s.NodeName, s.Conditions = kubevirtv1.Running, node, []kubevirtv1.VirtualMachineInstanceCondition{migratable}
+		})
+		return vmi
+	}
+	w1 := run("placed", "placed-w1", "host-a", kubevirtv1.VirtualMachineInstanceReasonInterfaceNotMigratable)
+	run("placed", "placed-w2", "host-a", kubevirtv1.VirtualMachineInstanceReasonInterfaceNotMigratable)
+	run("other", "other-w1", "host-b", "")
+	g.Eventually(func(g Gomega) {
+		env.Get(g, nc)
+		g.Expect(conditions.GetReason(nc, knestv1.HostSpreadCondition)).To(Equal(knestv1.SharedHostNodeReason))
+		g.Expect(conditions.GetMessage(nc, knestv1.HostSpreadCondition)).To(HaveSuffix("pool workers: placed-w1, placed-w2 on host node host-a"))
+		g.Expect(conditions.GetReason(nc, knestv1.LiveMigratableCondition)).To(Equal(knestv1.NotLiveMigratableReason))
+		g.Expect(conditions.GetMessage(nc, knestv1.LiveMigratableCondition)).To(HavePrefix(
+			"KubeVirt cannot live-migrate pool workers: 2 of 2 VMs (InterfaceNotLiveMigratable: cannot migrate VMI which does not use masquerade)"))
+	}, timeout, interval).Should(Succeed())
+
+	// KubeVirt restarts w1 on host-b, where only another tenant's VM runs.
+	setVMIStatus(g, w1, func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.NodeName = "host-b" })
+	g.Eventually(func(g Gomega) {
+		env.Get(g, nc)
+		g.Expect(conditions.IsTrue(nc, knestv1.HostSpreadCondition)).To(BeTrue(), conditions.GetMessage(nc, knestv1.HostSpreadCondition))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(conditions.IsTrue(nc, knestv1.ReadyCondition)).To(BeFalse(), "Cluster API has reported nothing")
+	g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).NotTo(ContainSubstring("host node"), "neither condition decides Ready")
+}
+
+// setVMIStatus changes a VMI's status as virt-handler would.
+func setVMIStatus(g Gomega, vmi *kubevirtv1.VirtualMachineInstance, mutate func(*kubevirtv1.VirtualMachineInstanceStatus)) {
+	ctx := context.Background()
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(vmi), vmi)).To(Succeed())
+	mutate(&vmi.Status)
+	err := env.Client.Status().Update(ctx, vmi)
+	if apierrors.IsNotFound(err) {
+		// KubeVirt's VMI has no status subresource: status is part of the object.
+		err = env.Client.Update(ctx, vmi)
+	}
+	g.Expect(err).NotTo(HaveOccurred())
+}
