@@ -87,6 +87,17 @@ lose)
 esac
 taken=$(($(date +%s) - start))
 
+# Failed tries, and the longest run of time from a failed try to the next answer.
+summary() {
+  awk '{ n++; last = $1; if ($2) { f++; if (!s) s = $1 } else if (s) { if ($1 - s > g) g = $1 - s; s = 0 } }
+    END { note = ""; if (s) { if (last - s > g) g = last - s; note = " (failing at the end)" }
+      printf "%d of %d failed, longest gap %d s%s\n", f, n, g, note }' "$1"
+}
+requests() {
+  echo "  tenant /readyz: $(summary "$work/readyz")"
+  echo "  tenant writes: $(summary "$work/writes")"
+}
+
 hosted=$(hk -n default get hostedcontrolplane -l "cluster.x-k8s.io/cluster-name=$name" -o name 2>/dev/null | head -1)
 whole() {
   if [[ -n $hosted ]]; then
@@ -104,6 +115,9 @@ wait_until() {
       log "not $what after $whole_timeout s"
       hk -n default get "$hosted" -o jsonpath='{.status.conditions}' 2>/dev/null || true
       tk get nodes || true
+      echo "requests until now:"
+      requests
+      for app in "${apps[@]}"; do echo "  app ${app%%=*}: $(summary "$work/app-${app%%=*}")"; done
       exit 1
     fi
     sleep 5
@@ -151,12 +165,6 @@ lose)
   ;;
 esac
 
-# Failed tries, and the longest run of time from a failed try to the next answer.
-summary() {
-  awk '{ n++; last = $1; if ($2) { f++; if (!s) s = $1 } else if (s) { if ($1 - s > g) g = $1 - s; s = 0 } }
-    END { note = ""; if (s) { if (last - s > g) g = last - s; note = " (failing at the end)" }
-      printf "%d of %d failed, longest gap %d s%s\n", f, n, g, note }' "$1"
-}
 kept=$(tk get configmap "$marker" -o jsonpath='{.data.written}' 2>/dev/null || echo "")
 ok=true
 [[ -n $kept ]] || ok=false
@@ -167,8 +175,7 @@ ok=true
   lose) echo "  node marked not ready: $noticed s; its Node object deleted: $deleted s; nothing of the tenant left there: $cleaned s; started again, Ready: $returned s" ;;
   esac
   echo "  whole again (etcd members ready, $nodes_before tenant nodes Ready and schedulable, apps answering): $back s"
-  echo "  tenant /readyz: $(summary "$work/readyz")"
-  echo "  tenant writes: $(summary "$work/writes")"
+  requests
   for app in "${apps[@]}"; do
     a=${app%%=*}
     if [[ "$(page "${app#*=}" 2>/dev/null)" == "$(cat "$work/before-$a")" ]]; then same=same; else same=CHANGED; ok=false; fi
