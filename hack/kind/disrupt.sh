@@ -46,7 +46,12 @@ marker="$how-$(date +%s)"
 tk create configmap "$marker" --from-literal=written="$(date -u +%FT%TZ)" >/dev/null
 page() { curl -fsS --max-time 5 "$1"; }
 for app in "${apps[@]}"; do
-  page "${app#*=}" >"$work/before-${app%%=*}" || { echo "app ${app%%=*} does not answer at ${app#*=}" >&2; exit 1; }
+  # Three tries: one slow answer of a guest under emulation is no reason to stop.
+  for try in 1 2 3; do
+    page "${app#*=}" >"$work/before-${app%%=*}" && break
+    ((try < 3)) || { echo "app ${app%%=*} does not answer at ${app#*=}" >&2; exit 1; }
+    sleep 5
+  done
 done
 # Tenant nodes Ready and schedulable, the count the tenant must be back to.
 ready_nodes() {
