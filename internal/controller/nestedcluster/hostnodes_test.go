@@ -13,7 +13,7 @@ import (
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 )
 
-// vmi is a VMI of pool on host node node as virt-handler reports it; migratable
+// vmi is a VMI of the pool on the given host node as virt-handler reports it; migratable
 // is its LiveMigratable condition's reason, "" for True, "-" for none yet.
 func vmi(name, pool, node string, phase kubevirtv1.VirtualMachineInstancePhase, migratable string) kubevirtv1.VirtualMachineInstance {
 	v := kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name,
