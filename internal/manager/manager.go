@@ -155,8 +155,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		// So are Services and workloads: only those of a Cluster API cluster (a
 		// hosted control plane's).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.ConfigMap{}: {Label: labels.NewSelector().Add(*ownedByKnest)},
-			// VMIs of other users' VMs on the host are none of knest's business.
+			&corev1.ConfigMap{}:                  {Label: labels.NewSelector().Add(*ownedByKnest)},
 			&kubevirtv1.VirtualMachineInstance{}: {Label: labels.NewSelector().Add(*ownedByKnest)},
 			&rbacv1.RoleBinding{}:                {Label: labels.NewSelector().Add(*accessBinding)},
 			&rbacv1.Role{}:                       {Label: ofCluster},
