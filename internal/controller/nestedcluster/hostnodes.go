@@ -56,8 +56,16 @@ var vmPlacementChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) b
 	}
 	return o.Status.Phase != n.Status.Phase || o.Status.NodeName != n.Status.NodeName ||
 		o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
-		migratable(o) != migratable(n)
+		migratableState(o) != migratableState(n)
 }}
+
+// migratableState is what the conditions read of KubeVirt's LiveMigratable.
+func migratableState(vm *kubevirtv1.VirtualMachineInstance) string {
+	if c := migratable(vm); c != nil {
+		return string(c.Status) + "/" + c.Reason
+	}
+	return ""
+}
 
 // running are the VMIs that run on a host node and are not going away.
 func running(vms []kubevirtv1.VirtualMachineInstance) []kubevirtv1.VirtualMachineInstance {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 )
@@ -95,4 +96,22 @@ func TestLiveMigratableCondition(t *testing.T) {
 	g.Expect(msg).To(HavePrefix("KubeVirt cannot live-migrate pool gpu: 1 of 2 VMs (HostDeviceNotLiveMigratable: cannot migrate"))
 	g.Expect(msg).To(ContainSubstring("; pool workers: 2 of 2 VMs (InterfaceNotLiveMigratable: cannot migrate"))
 	g.Expect(msg).NotTo(ContainSubstring("control plane"))
+}
+
+// Only what the conditions read lets a VMI's update through: a guest agent's
+// report does not.
+func TestVMPlacementChanged(t *testing.T) {
+	g := NewWithT(t)
+	old := vmi("w1", "workers", "host-a", kubevirtv1.Running, kubevirtv1.VirtualMachineInstanceReasonInterfaceNotMigratable)
+	changed := func(mutate func(*kubevirtv1.VirtualMachineInstance)) bool {
+		n := old.DeepCopy()
+		mutate(n)
+		return vmPlacementChanged.Update(event.UpdateEvent{ObjectOld: &old, ObjectNew: n})
+	}
+	g.Expect(changed(func(v *kubevirtv1.VirtualMachineInstance) { v.Status.GuestOSInfo.Name = "Debian" })).To(BeFalse())
+	g.Expect(changed(func(v *kubevirtv1.VirtualMachineInstance) { v.Status.NodeName = "host-b" })).To(BeTrue())
+	g.Expect(changed(func(v *kubevirtv1.VirtualMachineInstance) { v.Status.Phase = kubevirtv1.Failed })).To(BeTrue())
+	g.Expect(changed(func(v *kubevirtv1.VirtualMachineInstance) { v.DeletionTimestamp = ptr.To(metav1.Now()) })).To(BeTrue())
+	g.Expect(changed(func(v *kubevirtv1.VirtualMachineInstance) { v.Status.Conditions[0].Status = corev1.ConditionTrue })).To(BeTrue())
+	g.Expect(changed(func(v *kubevirtv1.VirtualMachineInstance) { v.Status.Conditions = nil })).To(BeTrue())
 }
