@@ -165,6 +165,8 @@ lose)
   log "nothing of $name left on $node $cleaned s after the start; starting it again"
   "$KIND_ENGINE" start "$node" >/dev/null
   wait_until "back" hk wait --for=condition=Ready "node/$node" --timeout=10s
+  # Its Node object is new, and so is its pod range; a real host's CNI follows that.
+  use_pod_range "$node"
   returned=$(($(date +%s) - start))
   wait_until "whole with $node back" whole
   ;;

@@ -95,6 +95,27 @@ kind_engine() {
   fi
 }
 
+# use_pod_range NODE gives kind node NODE's pod network (the node image's static ptp
+# configuration) the range kube-controller-manager gave it, and deletes the node's pods
+# whose address is outside it, which then start again inside. up.sh does this for each
+# node of a host of several; a node whose Node object was deleted and made again has a
+# new range, and needs it again. Fails when the node has no IPv4 range.
+use_pod_range() {
+  local node=$1 range net bits
+  local k=("$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG")
+  ip_int() { local IFS=.; set -- $1; echo $((($1 << 24) | ($2 << 16) | ($3 << 8) | $4)); }
+  range=$("${k[@]}" get node "$node" -o jsonpath='{.spec.podCIDR}')
+  [[ $range =~ ^([0-9.]+)/([0-9]+)$ ]] || return 1
+  net=$(ip_int "${BASH_REMATCH[1]}") bits=${BASH_REMATCH[2]}
+  "$KIND_ENGINE" exec "$node" sed -i -e "s#\"subnet\": \"[0-9./]*\"#\"subnet\": \"$range\"#" \
+    -e 's#"ipMasq": true#"ipMasq": false#' /etc/cni/net.d/10-knest-ptp.conflist
+  "${k[@]}" get pods -A --field-selector "spec.nodeName=$node" \
+    -o go-template='{{range .items}}{{if not .spec.hostNetwork}}{{if .status.podIP}}{{.metadata.namespace}} {{.metadata.name}} {{.status.podIP}}{{"\n"}}{{end}}{{end}}{{end}}' |
+    while read -r ns pod ip; do
+      (((($(ip_int "$ip") ^ net) >> (32 - bits)) == 0)) || "${k[@]}" -n "$ns" delete pod "$pod" --wait=false
+    done
+}
+
 # tenant_kubeconfig NAME FILE writes the admin kubeconfig of tenant NAME (namespace
 # default) with the LoadBalancer address of its API Service (knest's for a hosted
 # control plane, CAPK's for a VM one): it reaches the tenant from this machine and

@@ -122,19 +122,8 @@ if ((${#nodes[@]} > 1)); then
   # control-plane node when there are workers; here every node runs VMs.
   step "pod network across ${#nodes[@]} nodes"
   kubectl taint nodes --all node-role.kubernetes.io/control-plane:NoSchedule- 2>/dev/null || true
-  ip_int() { local IFS=.; set -- $1; echo $((($1 << 24) | ($2 << 16) | ($3 << 8) | $4)); }
   for node in "${nodes[@]}"; do
-    range=$(kubectl get node "$node" -o jsonpath='{.spec.podCIDR}')
-    [[ $range =~ ^([0-9.]+)/([0-9]+)$ ]] || die "node $node has no IPv4 pod range (spec.podCIDR: '$range')"
-    net=$(ip_int "${BASH_REMATCH[1]}") bits=${BASH_REMATCH[2]}
-    "$KIND_ENGINE" exec "$node" sed -i -e "s#\"subnet\": \"[0-9./]*\"#\"subnet\": \"$range\"#" \
-      -e 's#"ipMasq": true#"ipMasq": false#' /etc/cni/net.d/10-knest-ptp.conflist
-    # Pods that started in the static range before this move to their node's range.
-    kubectl get pods -A --field-selector "spec.nodeName=$node" \
-      -o go-template='{{range .items}}{{if not .spec.hostNetwork}}{{if .status.podIP}}{{.metadata.namespace}} {{.metadata.name}} {{.status.podIP}}{{"\n"}}{{end}}{{end}}{{end}}' |
-      while read -r ns pod ip; do
-        (((($(ip_int "$ip") ^ net) >> (32 - bits)) == 0)) || kubectl -n "$ns" delete pod "$pod" --wait=false
-      done
+    use_pod_range "$node" || die "node $node has no IPv4 pod range"
   done
   kubectl -n kube-system patch ds kube-router --type=json -p '[{"op": "replace", "path": "/spec/template/spec/containers/0/args",
     "value": ["--run-router=true", "--enable-cni=false", "--run-firewall=true", "--run-service-proxy=false", "--health-port=20244"]}]'
