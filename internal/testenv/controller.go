@@ -6,8 +6,10 @@ import (
 
 	"github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -58,4 +60,17 @@ func NestedCluster(ns, name string) *knestv1alpha1.NestedCluster {
 // Get reads obj fresh from the API server.
 func (e *Env) Get(g gomega.Gomega, obj client.Object) {
 	g.Expect(e.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj)).To(gomega.Succeed())
+}
+
+// SetVMIStatus changes a VMI's status as virt-handler would.
+func (e *Env) SetVMIStatus(g gomega.Gomega, vmi *kubevirtv1.VirtualMachineInstance, mutate func(*kubevirtv1.VirtualMachineInstanceStatus)) {
+	ctx := context.Background()
+	e.Get(g, vmi)
+	mutate(&vmi.Status)
+	err := e.Client.Status().Update(ctx, vmi)
+	if apierrors.IsNotFound(err) {
+		// KubeVirt's VMI has no status subresource: status is part of the object.
+		err = e.Client.Update(ctx, vmi)
+	}
+	g.Expect(err).NotTo(gomega.HaveOccurred())
 }

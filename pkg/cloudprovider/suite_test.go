@@ -162,16 +162,7 @@ func (b *bed) vm(g Gomega, cluster, name, role, hostNode, ip string) {
 
 // setVMIStatus writes a VMI's status as virt-handler would.
 func setVMIStatus(g Gomega, vmi *kubevirtv1.VirtualMachineInstance, status kubevirtv1.VirtualMachineInstanceStatus) {
-	ctx := context.Background()
-	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(vmi), vmi)).To(Succeed())
-	vmi.Status = status
-	if err := env.Client.Status().Update(ctx, vmi); isNotFound(err) {
-		// KubeVirt's VMI has no status subresource: status is part of the object.
-		err = env.Client.Update(ctx, vmi)
-		g.Expect(err).NotTo(HaveOccurred())
-	} else {
-		g.Expect(err).NotTo(HaveOccurred())
-	}
+	env.SetVMIStatus(g, vmi, func(s *kubevirtv1.VirtualMachineInstanceStatus) { *s = status })
 }
 
 // node creates a tenant Node for the VM vm (provider ID kubevirt://vm); its name

@@ -6,11 +6,9 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/testenv"
@@ -40,7 +38,7 @@ func TestStatusSaysWhereTheVMsRun(t *testing.T) {
 		if notMigratable != "" {
 			migratable.Status, migratable.Reason, migratable.Message = corev1.ConditionFalse, notMigratable, "cannot migrate VMI which does not use masquerade"
 		}
-		setVMIStatus(g, vmi, func(s *kubevirtv1.VirtualMachineInstanceStatus) {
+		env.SetVMIStatus(g, vmi, func(s *kubevirtv1.VirtualMachineInstanceStatus) {
 			s.Phase, s.NodeName, s.Conditions = kubevirtv1.Running, node, []kubevirtv1.VirtualMachineInstanceCondition{migratable}
 		})
 		return vmi
@@ -58,24 +56,11 @@ func TestStatusSaysWhereTheVMsRun(t *testing.T) {
 	}, timeout, interval).Should(Succeed())
 
 	// KubeVirt restarts w1 on host-b, where only another tenant's VM runs.
-	setVMIStatus(g, w1, func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.NodeName = "host-b" })
+	env.SetVMIStatus(g, w1, func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.NodeName = "host-b" })
 	g.Eventually(func(g Gomega) {
 		env.Get(g, nc)
 		g.Expect(conditions.IsTrue(nc, knestv1.HostSpreadCondition)).To(BeTrue(), conditions.GetMessage(nc, knestv1.HostSpreadCondition))
 	}, timeout, interval).Should(Succeed())
 	g.Expect(conditions.IsTrue(nc, knestv1.ReadyCondition)).To(BeFalse(), "Cluster API has reported nothing")
 	g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).NotTo(ContainSubstring("host node"), "neither condition decides Ready")
-}
-
-// setVMIStatus changes a VMI's status as virt-handler would.
-func setVMIStatus(g Gomega, vmi *kubevirtv1.VirtualMachineInstance, mutate func(*kubevirtv1.VirtualMachineInstanceStatus)) {
-	ctx := context.Background()
-	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(vmi), vmi)).To(Succeed())
-	mutate(&vmi.Status)
-	err := env.Client.Status().Update(ctx, vmi)
-	if apierrors.IsNotFound(err) {
-		// KubeVirt's VMI has no status subresource: status is part of the object.
-		err = env.Client.Update(ctx, vmi)
-	}
-	g.Expect(err).NotTo(HaveOccurred())
 }
