@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/cluster-api/util/conditions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -84,8 +85,11 @@ func expectVolumeKeepsData(t *testing.T, key client.ObjectKey, tc tenant, worker
 // claim of the tenant's default class binds and a pod writes a token; the Deployment
 // scaled to zero, the volume is unplugged from the worker's VM (no VolumeAttachment,
 // the host claim marked attached to no VM); scaled to one again, it is hot-plugged
-// anew and the new pod reads the token back. Deleted, the claim leaves no host claim
-// behind.
+// anew and the new pod reads the token back. Then the worker's VM restarts (its
+// instance deleted, as virtctl restart does): the new instance starts although a
+// volume was plugged into the old one, and the volume is plugged into it again, the
+// pod's container reading the token back after the restart. Deleted, the claim
+// leaves no host claim behind.
 func expectVolumeReplugged(t *testing.T, key client.ObjectKey, tc tenant) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -113,7 +117,46 @@ func expectVolumeReplugged(t *testing.T, key client.ObjectKey, tc tenant) {
 	node := expectVolumePod(t, tc, app.token, "", tenantTimeout)
 	s.timeline.add(step, "scaled to 1: volume plugged again, token read back on "+node, time.Since(start))
 
+	start = time.Now()
+	restartVM(t, key, node)
+	s.timeline.add(step, "VM "+node+" restarted: a new instance Running", time.Since(start))
+	expectVolumePodStartedSince(t, tc, app.token, start, createTimeout)
+	s.timeline.add(step, "VM restarted: volume plugged into the new instance, token read back", time.Since(start))
+
 	deleteVolumeApp(t, key, tc, app, step)
+}
+
+// restartVM deletes the instance of tenant node VM name, as virtctl restart does,
+// and waits for KubeVirt to run a new one.
+func restartVM(t *testing.T, key client.ObjectKey, name string) {
+	g := NewWithT(t)
+	ctx := t.Context()
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	g.Expect(s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, vmi)).To(Succeed())
+	old := vmi.UID
+	g.Expect(s.host.Delete(ctx, vmi)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(s.host.Get(ctx, client.ObjectKeyFromObject(vmi), vmi)).To(Succeed())
+		g.Expect(vmi.UID).NotTo(Equal(old), "the old instance")
+		g.Expect(vmi.Status.Phase).To(Equal(kubevirtv1.Running))
+	}, createTimeout, poll).Should(Succeed(), "a new instance of VM %s running", name)
+}
+
+// expectVolumePodStartedSince waits up to within for the volume app's one running
+// pod to have a container started after since whose log shows the token.
+func expectVolumePodStartedSince(t *testing.T, tc tenant, token string, since time.Time, within time.Duration) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Eventually(func(g Gomega) {
+		p := runningPod(g, t.Context(), tc, volumeAppName)
+		g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+		running := p.Status.ContainerStatuses[0].State.Running
+		g.Expect(running).NotTo(BeNil(), "the container running")
+		g.Expect(running.StartedAt.Time).To(BeTemporally(">", since), "the container started after the restart")
+		logs, err := logsOf(t.Context(), tc, p)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(logs).To(ContainSubstring("found "+token+" on "+p.Spec.NodeName), "the pod's log")
+	}, within, lbPoll).Should(Succeed())
 }
 
 // expectVolumeOnAutoscaledNode checks a tenant volume and an autoscaled pool with one

@@ -8,10 +8,11 @@
 //   - The controller service (package controller) runs on the host, in the tenant's
 //     host namespace, with a host client limited to that namespace. CreateVolume makes
 //     a host PVC (labelled with the tenant cluster's name), ControllerPublishVolume
-//     hot-plugs it into the node's VirtualMachine with KubeVirt's addvolume
-//     subresource, with a disk serial derived from the volume ID (SerialFor), and
-//     ControllerUnpublishVolume/DeleteVolume undo that; ControllerExpandVolume grows
-//     the claim. It acts only on PVCs labelled as its own tenant's and on VMs of its
+//     hot-plugs it into the running instance of the node's VirtualMachine with
+//     KubeVirt's virtualmachineinstances/addvolume subresource, with a disk serial
+//     derived from the volume ID (SerialFor), and ControllerUnpublishVolume/
+//     DeleteVolume undo that; ControllerExpandVolume grows the claim; ListVolumes
+//     says which node's instance has each volume. It acts only on PVCs labelled as its own tenant's and on VMs of its
 //     own tenant's cluster, whatever volume or node ID a tenant sends.
 //   - The node service (package node) runs in the tenant, as a DaemonSet. It finds the
 //     hot-plugged disk under /dev/disk/by-id by its serial, formats and mounts it at
@@ -35,6 +36,15 @@
 //
 // ControllerPublishVolume waits for a hot-plug only for Config.HotplugWait; a call
 // that finds it still in progress returns Unavailable and the attacher calls again.
+//
+// A hot-plug goes into the VM's instance only, not into the VM's spec: KubeVirt
+// v1.7.0's virt-handler cannot start a kernel-boot VMI (knest's node VMs) that has
+// hot-plugged volumes in its spec from the start (the second sync of such a VMI
+// before its domain exists fails on the kernel artifacts' mount), so a VM that had
+// its volumes persisted never started again after a restart. An instance that ends
+// takes its volumes with it; the next one starts clean, ListVolumes reports the
+// volume on no node, and csi-attacher's reconciler (once a minute) publishes it
+// again, into the new instance, with the VolumeAttachment never detached.
 //
 // A Filesystem host PVC (the default, and all that node-local host storage such as
 // local-path offers) is a disk to KubeVirt as the file disk.img on it. KubeVirt
@@ -77,7 +87,7 @@ const DriverName = "csi.knest.dev"
 // (pkg/csi/deploy.DefaultImage). Change it with every change of the driver that goes
 // into an image: a tenant node runs the image its node image preloaded under that
 // tag, and the host loads it under the same one.
-const Version = "v0.2.0"
+const Version = "v0.3.0"
 
 // PublishContextSerial is the key of the disk serial in ControllerPublishVolume's
 // publish_context, which the node service looks the disk up by.

@@ -105,6 +105,10 @@ func TestControllerAsDeployed(t *testing.T) {
 		}},
 	}
 	g.Expect(env.Client.Create(ctx, vm)).To(Succeed())
+	// Running: only a running instance takes a hot-plug.
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: vm.Name}, Spec: vm.Spec.Template.Spec}
+	g.Expect(env.Client.Create(ctx, vmi)).To(Succeed())
+	env.SetVMIStatus(g, vmi, func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.Phase = kubevirtv1.Running })
 	publish := &csi.ControllerPublishVolumeRequest{VolumeId: id, NodeId: vm.Name, VolumeCapability: mount[0]}
 	// First the claim's disk.img: a prep pod of the driver's image, which no kubelet
 	// runs here; its success the test sets.
@@ -125,8 +129,14 @@ func TestControllerAsDeployed(t *testing.T) {
 	}).Should(MatchError(ContainSubstring("not found")))
 	g.Expect(env.Client.Get(ctx, client.ObjectKey{Namespace: ns.Name, Name: id}, pvc)).To(Succeed())
 	g.Expect(pvc.Annotations).To(HaveKey(controller.DiskImageAnnotation))
+	// Listed (the Role lets it list claims), marked but plugged into no instance.
+	list, err := cc.ListVolumes(ctx, &csi.ListVolumesRequest{})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(list.GetEntries()).To(HaveLen(1))
+	g.Expect(list.GetEntries()[0].GetVolume().GetVolumeId()).To(Equal(id))
+	g.Expect(list.GetEntries()[0].GetStatus().GetPublishedNodeIds()).To(BeEmpty())
 	// Marked as published before the hot-plug: a delete waits for the unpublish,
-	// which finds no instance (the VM does not run) and clears the mark.
+	// which finds the volume not in the instance and clears the mark.
 	_, err = cc.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id})
 	g.Expect(status.Code(err)).To(Equal(codes.FailedPrecondition))
 	_, err = cc.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: vm.Name})

@@ -69,6 +69,8 @@ func (s *Server) ControllerGetCapabilities(context.Context, *csi.ControllerGetCa
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME,
 		csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+		csi.ControllerServiceCapability_RPC_LIST_VOLUMES,
+		csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES,
 	} {
 		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{
 			Rpc: &csi.ControllerServiceCapability_RPC{Type: t},
@@ -231,9 +233,20 @@ func (s *Server) ControllerPublishVolume(ctx context.Context, req *csi.Controlle
 	if err != nil {
 		return nil, err
 	}
-	vm, err := s.vm(ctx, node)
-	if err != nil {
+	if _, err := s.vm(ctx, node); err != nil {
 		return nil, err
+	}
+	// Only a running instance takes a hot-plug; one that starts later is plugged
+	// then, by a call the attacher makes once ListVolumes no longer shows the volume
+	// on this node.
+	vmi, err := s.cfg.VMs.GetInstance(ctx, s.cfg.Namespace, node)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, status.Errorf(codes.Unavailable, "VM %s/%s does not run", s.cfg.Namespace, node)
+	case err != nil:
+		return nil, status.Errorf(codes.Internal, "failed to get VM instance %s/%s: %v", s.cfg.Namespace, node, err)
+	case !vmi.IsRunning() || vmi.DeletionTimestamp != nil:
+		return nil, status.Errorf(codes.Unavailable, "VM instance %s/%s is %s, not running", s.cfg.Namespace, node, vmi.Status.Phase)
 	}
 	if to := pvc.Annotations[AttachedToAnnotation]; to != "" && to != node {
 		// A VM whose guest has stopped uses no disk: its record is released here, so
@@ -261,7 +274,7 @@ func (s *Server) ControllerPublishVolume(ctx context.Context, req *csi.Controlle
 		}
 	}
 	serial := knestcsi.SerialFor(id)
-	if !hasVolume(vm, id) {
+	if !hasVolume(vmi, id) {
 		// Never a hot-plug of a Filesystem claim without its disk.img (prep.go).
 		if err := s.prepareDisk(ctx, pvc, node); err != nil {
 			return nil, err
@@ -269,8 +282,8 @@ func (s *Server) ControllerPublishVolume(ctx context.Context, req *csi.Controlle
 		if err := s.cfg.VMs.AddVolume(ctx, s.cfg.Namespace, node, hotplugOptions(id, serial)); err != nil {
 			// virt-api refuses a second request for the volume, from a call that
 			// raced this one: that is no failure.
-			if vm, getErr := s.vm(ctx, node); getErr != nil || !hasVolume(vm, id) {
-				return nil, status.Errorf(codes.Internal, "failed to hot-plug volume %s into VM %s/%s: %v", id, s.cfg.Namespace, node, err)
+			if vmi, getErr := s.cfg.VMs.GetInstance(ctx, s.cfg.Namespace, node); getErr != nil || !hasVolume(vmi, id) {
+				return nil, status.Errorf(codes.Internal, "failed to hot-plug volume %s into VM instance %s/%s: %v", id, s.cfg.Namespace, node, err)
 			}
 		}
 		ctrl.LoggerFrom(ctx).Info("Hot-plugging volume", "pvc", id, "vm", node)
@@ -308,41 +321,35 @@ func (s *Server) ControllerUnpublishVolume(ctx context.Context, req *csi.Control
 }
 
 // unpublish unplugs volume pvc from VM node and clears its mark. From a VM whose
-// guest has stopped (stopped) it does not wait for the instance, which may never
-// act again (a Failed instance KubeVirt cannot delete after its host node restarted
-// or was lost): it waits only until the VM's spec no longer has the volume, so a
-// restart does not plug it back, and not even that when the VM is being deleted.
+// guest has stopped (stopped) it unplugs nothing: the instance may never act again
+// (a Failed instance KubeVirt cannot delete after its host node restarted or was
+// lost), and the VM's next instance starts without the volume.
 func (s *Server) unpublish(ctx context.Context, pvc *corev1.PersistentVolumeClaim, node string) error {
 	id := pvc.Name
-	vm, err := s.vm(ctx, node)
+	_, err := s.vm(ctx, node)
 	switch {
 	case status.Code(err) == codes.NotFound:
 		// The VM is gone, and the disk with it.
 	case err != nil:
 		return err
 	default:
-		stopped, err := s.stopped(ctx, node)
-		if err != nil {
-			return err
-		}
-		deleting := vm.DeletionTimestamp != nil
-		if hasVolume(vm, id) {
-			// A stopped VM being deleted never starts again: whether virt-api takes
-			// the unplug does not matter.
-			if err := s.cfg.VMs.RemoveVolume(ctx, s.cfg.Namespace, node, &kubevirtv1.RemoveVolumeOptions{Name: id}); err != nil && !apierrors.IsNotFound(err) && (!stopped || !deleting) {
-				if vm, getErr := s.vm(ctx, node); getErr == nil && hasVolume(vm, id) || getErr != nil && status.Code(getErr) != codes.NotFound {
-					return status.Errorf(codes.Internal, "failed to unplug volume %s from VM %s/%s: %v", id, s.cfg.Namespace, node, err)
-				}
-			}
-			ctrl.LoggerFrom(ctx).Info("Unplugging volume", "pvc", id, "vm", node, "stopped", stopped)
-		}
+		vmi, err := s.cfg.VMs.GetInstance(ctx, s.cfg.Namespace, node)
 		switch {
-		case stopped && deleting:
-		case stopped:
-			if err := s.waitSpec(ctx, node, id); err != nil {
-				return err
-			}
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return status.Errorf(codes.Internal, "failed to get VM instance %s/%s: %v", s.cfg.Namespace, node, err)
+		case vmi.IsFinal():
+			ctrl.LoggerFrom(ctx).Info("Releasing volume of a stopped VM", "pvc", id, "vm", node, "phase", vmi.Status.Phase)
 		default:
+			if hasVolume(vmi, id) {
+				if err := s.cfg.VMs.RemoveVolume(ctx, s.cfg.Namespace, node, &kubevirtv1.RemoveVolumeOptions{Name: id}); err != nil && !apierrors.IsNotFound(err) {
+					// A call that raced this one unplugged it first.
+					if vmi, getErr := s.cfg.VMs.GetInstance(ctx, s.cfg.Namespace, node); getErr == nil && !vmi.IsFinal() && hasVolume(vmi, id) || getErr != nil && !apierrors.IsNotFound(getErr) {
+						return status.Errorf(codes.Internal, "failed to unplug volume %s from VM instance %s/%s: %v", id, s.cfg.Namespace, node, err)
+					}
+				}
+				ctrl.LoggerFrom(ctx).Info("Unplugging volume", "pvc", id, "vm", node)
+			}
 			if err := s.waitHotplug(ctx, node, id, false); err != nil {
 				return err
 			}
@@ -374,36 +381,10 @@ func (s *Server) stopped(ctx context.Context, node string) (bool, error) {
 	return vmi.IsFinal(), nil
 }
 
-// waitSpec waits up to HotplugWait until VM node no longer has the volume id in its
-// spec nor in a pending request.
-func (s *Server) waitSpec(ctx context.Context, node, id string) error {
-	deadline := time.Now().Add(s.cfg.HotplugWait)
-	for {
-		vm, err := s.vm(ctx, node)
-		if status.Code(err) == codes.NotFound {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if !hasVolume(vm, id) {
-			return nil
-		}
-		if !time.Now().Before(deadline) {
-			return status.Errorf(codes.Unavailable, "unplug of volume %s from stopped VM %s/%s is in progress", id, s.cfg.Namespace, node)
-		}
-		select {
-		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
-		case <-time.After(hotplugPoll):
-		}
-	}
-}
-
 // waitHotplug waits up to HotplugWait until the running instance of VM node has
-// the volume id ready (plugged) or no longer lists it (!plugged). A VM that does not
-// run has nothing to wait for: the volume is in (or out of) its spec, which is what
-// its next start uses.
+// the volume id ready (plugged) or no longer lists it (!plugged). An instance that
+// is gone, or has stopped, has nothing to wait for: the next one starts without the
+// volume.
 func (s *Server) waitHotplug(ctx context.Context, node, id string, plugged bool) error {
 	deadline := time.Now().Add(s.cfg.HotplugWait)
 	for {
@@ -416,6 +397,12 @@ func (s *Server) waitHotplug(ctx context.Context, node, id string, plugged bool)
 		}
 		phase, listed := volumePhase(vmi, id)
 		if plugged && phase == kubevirtv1.VolumeReady || !plugged && !listed {
+			return nil
+		}
+		if vmi.IsFinal() {
+			if plugged {
+				return status.Errorf(codes.Unavailable, "VM instance %s/%s stopped (%s) during the hot-plug of volume %s", s.cfg.Namespace, node, vmi.Status.Phase, id)
+			}
 			return nil
 		}
 		if !time.Now().Before(deadline) {

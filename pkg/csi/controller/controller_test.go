@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -209,14 +210,14 @@ func TestPublish(t *testing.T) {
 		g.Expect(pub.GetPublishContext()).To(Equal(map[string]string{knestcsi.PublishContextSerial: knestcsi.SerialFor(id)}))
 	}
 	g.Expect(vms.Adds).To(Equal(1))
-	vm, err := vms.Get(ctx, ns, "node-1")
+	vmi, err := vms.GetInstance(ctx, ns, "node-1")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(vm.Spec.Template.Spec.Domain.Devices.Disks).To(ConsistOf(kubevirtv1.Disk{
+	g.Expect(vmi.Spec.Domain.Devices.Disks).To(ConsistOf(kubevirtv1.Disk{
 		Name:       id,
 		Serial:     knestcsi.SerialFor(id),
 		DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusSCSI}},
 	}))
-	g.Expect(vm.Spec.Template.Spec.Volumes).To(ConsistOf(kubevirtv1.Volume{Name: id, VolumeSource: kubevirtv1.VolumeSource{
+	g.Expect(vmi.Spec.Volumes).To(ConsistOf(kubevirtv1.Volume{Name: id, VolumeSource: kubevirtv1.VolumeSource{
 		PersistentVolumeClaim: &kubevirtv1.PersistentVolumeClaimVolumeSource{
 			PersistentVolumeClaimVolumeSource: corev1.PersistentVolumeClaimVolumeSource{ClaimName: id},
 			Hotpluggable:                      true,
@@ -243,9 +244,9 @@ func TestPublish(t *testing.T) {
 	// Unpublishing without a node unpublishes from the one it is on.
 	_, err = s.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: id})
 	g.Expect(err).NotTo(HaveOccurred())
-	vm, err = vms.Get(ctx, ns, "node-2")
+	vmi, err = vms.GetInstance(ctx, ns, "node-2")
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(vm.Spec.Template.Spec.Volumes).To(BeEmpty())
+	g.Expect(vmi.Spec.Volumes).To(BeEmpty())
 }
 
 // TestPublishInProgress: a hot-plug that KubeVirt has not finished is Unavailable,
@@ -279,9 +280,9 @@ func TestPublishInProgress(t *testing.T) {
 }
 
 // TestVMReplaced covers the detach paths kubevirt-csi-driver's users found broken:
-// the VM gone (unpublish succeeds, the volume is free again), the VM recreated under
-// the same name without the volume (publish plugs it again), the VM stopped (the
-// volume goes into its spec for the next start).
+// the VM recreated under the same name without the volume (publish plugs it
+// again), the VM gone (unpublish succeeds, the volume is free again), and a VM that
+// does not run (no hot-plug, and no mark, until it does).
 func TestVMReplaced(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
@@ -307,13 +308,16 @@ func TestVMReplaced(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(getPVC(g, ns, id).Annotations).NotTo(HaveKey(controller.AttachedToAnnotation))
 
-	// Stopped.
+	// Not running: Unavailable, so that the attacher calls again.
 	vms.Add(nodeVM(ns, "node-2", "tenant-a"), false)
 	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-2"))
+	g.Expect(status.Code(err)).To(Equal(codes.Unavailable))
+	g.Expect(getPVC(g, ns, id).Annotations).NotTo(HaveKey(controller.AttachedToAnnotation))
+	g.Expect(vms.Adds).To(Equal(2))
+	vms.Add(nodeVM(ns, "node-2", "tenant-a"), true)
+	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-2"))
 	g.Expect(err).NotTo(HaveOccurred())
-	vm, err := vms.Get(ctx, ns, "node-2")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(vm.Spec.Template.Spec.Volumes).To(HaveLen(1))
+	g.Expect(vms.Adds).To(Equal(3))
 }
 
 // TestStoppedVMReleasesVolume: a volume published to a VM whose guest has stopped
@@ -336,26 +340,22 @@ func TestStoppedVMReleasesVolume(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 
 	// The tenant unpublishes from the stopped VM: its Failed instance still lists
-	// the volume, which no unplug will change.
+	// the volume, which virt-api would not unplug, and its next instance starts
+	// without it.
 	vms.Fail(ns, "node-1")
 	_, err = s.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: "node-1"})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(getPVC(g, ns, id).Annotations).NotTo(HaveKey(controller.AttachedToAnnotation))
-	vm, err := vms.Get(ctx, ns, "node-1")
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(vm.Spec.Template.Spec.Volumes).To(BeEmpty(), "a restart must not plug it back")
+	g.Expect(vms.Removes).To(BeZero())
 
 	// Published straight to a new node while still marked on a stopped one, whose
 	// deletion KubeVirt cannot finish and whose unplug virt-api refuses.
-	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-2"))
-	g.Expect(err).NotTo(HaveOccurred())
 	deleting := nodeVM(ns, "node-2", "tenant-a")
 	deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	deleting.Finalizers = []string{"kubevirt.io/virtualMachineControllerFinalize"}
-	vm, err = vms.Get(ctx, ns, "node-2")
-	g.Expect(err).NotTo(HaveOccurred())
-	deleting.Spec = vm.Spec
 	vms.Add(deleting, true)
+	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-2"))
+	g.Expect(err).NotTo(HaveOccurred())
 	vms.Fail(ns, "node-2")
 	s = newServer(t, g, ns, "tenant-a", refusingVMs{vms})
 	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-3"))
@@ -363,6 +363,7 @@ func TestStoppedVMReleasesVolume(t *testing.T) {
 	g.Expect(getPVC(g, ns, id).Annotations).To(HaveKeyWithValue(controller.AttachedToAnnotation, "node-3"))
 
 	// A running guest keeps it: no second node while it may be writing.
+	vms.Restart(ns, "node-1")
 	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-1"))
 	g.Expect(status.Code(err)).To(Equal(codes.FailedPrecondition))
 }
@@ -371,7 +372,7 @@ func TestStoppedVMReleasesVolume(t *testing.T) {
 type refusingVMs struct{ *controller.FakeVMs }
 
 func (refusingVMs) RemoveVolume(context.Context, string, string, *kubevirtv1.RemoveVolumeOptions) error {
-	return apierrors.NewConflict(kubevirtv1.Resource("virtualmachines"), "", errors.New("the VM is being deleted"))
+	return apierrors.NewConflict(kubevirtv1.Resource("virtualmachineinstances"), "", errors.New("VMI is not running"))
 }
 
 func TestExpandVolume(t *testing.T) {
@@ -458,4 +459,72 @@ func TestPublishRace(t *testing.T) {
 	failing := newServer(t, g, ns, "tenant-a", failingVMs{vms})
 	_, err = failing.ControllerPublishVolume(ctx, publishReq(id, "node-1"))
 	g.Expect(status.Code(err)).To(Equal(codes.Internal))
+}
+
+// TestListVolumes: the tenant's volumes, by ID, a page at a time, each with the node
+// whose running instance has it. A VM restarted lists its volume on no node, which
+// is how csi-attacher's reconciler learns to publish it again; once it has, the
+// volume is listed on the node again.
+func TestListVolumes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	ns := namespace(t, g)
+	vms := &controller.FakeVMs{}
+	vms.Add(nodeVM(ns, "node-1", "tenant-a"), true)
+	s := newServer(t, g, ns, "tenant-a", vms)
+	var ids []string
+	for _, name := range []string{"pvc-1", "pvc-2", "pvc-3"} {
+		rsp, err := s.CreateVolume(ctx, createReq(name, 0, nil))
+		g.Expect(err).NotTo(HaveOccurred())
+		ids = append(ids, rsp.GetVolume().GetVolumeId())
+	}
+	slices.Sort(ids)
+	_, err := newServer(t, g, ns, "tenant-b", vms).CreateVolume(ctx, createReq("pvc-1", 0, nil))
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = s.ControllerPublishVolume(ctx, publishReq(ids[1], "node-1"))
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// published lists the IDs and published nodes of a whole listing, page by page.
+	published := func(g Gomega, pageSize int32) map[string][]string {
+		got := map[string][]string{}
+		token := ""
+		for {
+			rsp, err := s.ListVolumes(ctx, &csi.ListVolumesRequest{MaxEntries: pageSize, StartingToken: token})
+			g.Expect(err).NotTo(HaveOccurred())
+			if pageSize > 0 {
+				g.Expect(len(rsp.GetEntries())).To(BeNumerically("<=", pageSize))
+			}
+			for _, e := range rsp.GetEntries() {
+				g.Expect(e.GetVolume().GetCapacityBytes()).To(Equal(controller.DefaultVolumeSize))
+				got[e.GetVolume().GetVolumeId()] = e.GetStatus().GetPublishedNodeIds()
+			}
+			if token = rsp.GetNextToken(); token == "" {
+				return got
+			}
+		}
+	}
+	want := map[string][]string{ids[0]: nil, ids[1]: {"node-1"}, ids[2]: nil}
+	for _, size := range []int32{0, 1, 2, 3} {
+		g.Expect(published(g, size)).To(Equal(want), "pages of %d", size)
+	}
+	rsp, err := s.ListVolumes(ctx, &csi.ListVolumesRequest{MaxEntries: 2})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(rsp.GetNextToken()).To(Equal(ids[1]))
+
+	_, err = s.ListVolumes(ctx, &csi.ListVolumesRequest{StartingToken: "invalid-token"})
+	g.Expect(status.Code(err)).To(Equal(codes.Aborted))
+	_, err = s.ListVolumes(ctx, &csi.ListVolumesRequest{MaxEntries: -1})
+	g.Expect(status.Code(err)).To(Equal(codes.InvalidArgument))
+
+	// Restarted, the VM runs a new instance without the volume.
+	vms.Restart(ns, "node-1")
+	g.Expect(published(g, 0)).To(HaveKeyWithValue(ids[1], BeEmpty()))
+	_, err = s.ControllerPublishVolume(ctx, publishReq(ids[1], "node-1"))
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(vms.Adds).To(Equal(2))
+	g.Expect(published(g, 0)).To(Equal(want))
+
+	// Its guest ended, the instance left Failed: it uses the volume no more.
+	vms.Fail(ns, "node-1")
+	g.Expect(published(g, 0)).To(HaveKeyWithValue(ids[1], BeEmpty()))
 }

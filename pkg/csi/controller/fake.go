@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 
@@ -12,8 +13,9 @@ import (
 
 // FakeVMs is VMs in memory, for tests where no KubeVirt runs: a hot-plug takes
 // effect at once, as if virt-controller and virt-handler had done their part (the
-// volume is in the VM's template and Ready in its running instance). It refuses what
-// virt-api refuses: adding a volume the VM has, removing one it has not.
+// volume is in the running instance's spec, and Ready in its status). It refuses
+// what virt-api refuses: a hot-plug into an instance that does not run, adding a
+// volume the instance has, removing one it has not.
 type FakeVMs struct {
 	// OnAdd and OnRemove, when set, are called after a hot-plug and an unplug, for
 	// instance to make the disk appear in (or vanish from) a stand-in /dev/disk/by-id.
@@ -27,58 +29,76 @@ type FakeVMs struct {
 	// Adds and Removes count the AddVolume and RemoveVolume calls that got through.
 	Adds, Removes int
 
-	mu      sync.Mutex
-	vms     map[string]*kubevirtv1.VirtualMachine
-	running map[string]bool
-	failed  map[string]bool
-	phases  map[string]map[string]kubevirtv1.VolumePhase
+	mu  sync.Mutex
+	vms map[string]*kubevirtv1.VirtualMachine
+	// instances are the VMs' instances, by the same key; none for a VM that does
+	// not run.
+	instances map[string]*fakeInstance
+}
+
+type fakeInstance struct {
+	spec   kubevirtv1.VirtualMachineInstanceSpec
+	phases map[string]kubevirtv1.VolumePhase
+	failed bool
 }
 
 var _ VMs = &FakeVMs{}
 
 func fakeKey(ns, name string) string { return ns + "/" + name }
 
-// Add makes vm exist, running (with an instance) or not.
+// Add makes vm exist, running (with a new instance) or not.
 func (f *FakeVMs) Add(vm *kubevirtv1.VirtualMachine, running bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.vms == nil {
-		f.vms, f.running, f.failed, f.phases = map[string]*kubevirtv1.VirtualMachine{}, map[string]bool{}, map[string]bool{}, map[string]map[string]kubevirtv1.VolumePhase{}
+		f.vms, f.instances = map[string]*kubevirtv1.VirtualMachine{}, map[string]*fakeInstance{}
 	}
 	k := fakeKey(vm.Namespace, vm.Name)
-	vm = vm.DeepCopy()
-	if vm.Spec.Template == nil {
-		vm.Spec.Template = &kubevirtv1.VirtualMachineInstanceTemplateSpec{}
+	f.vms[k] = vm.DeepCopy()
+	delete(f.instances, k)
+	if running {
+		f.instances[k] = &fakeInstance{phases: map[string]kubevirtv1.VolumePhase{}}
 	}
-	f.vms[k], f.running[k], f.failed[k], f.phases[k] = vm, running, false, map[string]kubevirtv1.VolumePhase{}
+}
+
+// Restart replaces the instance of VM namespace/name with a new, running one, as
+// KubeVirt does when a VM restarts: it has none of the old one's hot-plugged volumes.
+func (f *FakeVMs) Restart(namespace, name string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.instances[fakeKey(namespace, name)] = &fakeInstance{phases: map[string]kubevirtv1.VolumePhase{}}
 }
 
 // Fail ends the guest of the running VM namespace/name the way a lost or restarted
 // host node does: its instance stays, Failed, with its volumes still listed, and
-// nothing acts on it any more (an unplug changes the VM's spec only).
+// nothing acts on it any more (virt-api refuses hot-plugs and unplugs).
 func (f *FakeVMs) Fail(namespace, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.failed[fakeKey(namespace, name)] = true
+	if in := f.instances[fakeKey(namespace, name)]; in != nil {
+		in.failed = true
+	}
 }
 
 // Delete makes the VM namespace/name (and its instance) vanish.
 func (f *FakeVMs) Delete(namespace, name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	delete(f.vms, fakeKey(namespace, name))
+	k := fakeKey(namespace, name)
+	delete(f.vms, k)
+	delete(f.instances, k)
 }
 
 // Finish completes the hot-plugs and unplugs left in progress.
 func (f *FakeVMs) Finish() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, phases := range f.phases {
-		for name, p := range phases {
+	for _, in := range f.instances {
+		for name, p := range in.phases {
 			if p == kubevirtv1.HotplugVolumeDetaching {
-				delete(phases, name)
+				delete(in.phases, name)
 			} else {
-				phases[name] = kubevirtv1.VolumeReady
+				in.phases[name] = kubevirtv1.VolumeReady
 			}
 		}
 	}
@@ -101,47 +121,55 @@ func (f *FakeVMs) Get(_ context.Context, namespace, name string) (*kubevirtv1.Vi
 func (f *FakeVMs) GetInstance(_ context.Context, namespace, name string) (*kubevirtv1.VirtualMachineInstance, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k := fakeKey(namespace, name)
-	if _, ok := f.vms[k]; !ok || !f.running[k] {
+	in, ok := f.instances[fakeKey(namespace, name)]
+	if !ok {
 		return nil, notFound("virtualmachineinstances", name)
 	}
-	vmi := &kubevirtv1.VirtualMachineInstance{}
+	vmi := &kubevirtv1.VirtualMachineInstance{Spec: *in.spec.DeepCopy()}
 	vmi.Namespace, vmi.Name = namespace, name
 	vmi.Status.NodeName = f.HostNode
 	vmi.Status.Phase = kubevirtv1.Running
-	if f.failed[k] {
+	if in.failed {
 		vmi.Status.Phase = kubevirtv1.Failed
 	}
-	for v, p := range f.phases[k] {
+	for v, p := range in.phases {
 		vmi.Status.VolumeStatus = append(vmi.Status.VolumeStatus, kubevirtv1.VolumeStatus{Name: v, Phase: p})
 	}
 	return vmi, nil
 }
 
+// running is the running instance of key, or virt-api's refusal.
+func (f *FakeVMs) running(k, name string) (*fakeInstance, error) {
+	in, ok := f.instances[k]
+	switch {
+	case !ok:
+		return nil, notFound("virtualmachineinstances", name)
+	case in.failed:
+		return nil, apierrors.NewConflict(kubevirtv1.Resource("virtualmachineinstance"), name, errors.New("VMI is not running"))
+	}
+	return in, nil
+}
+
 func (f *FakeVMs) AddVolume(_ context.Context, namespace, name string, opts *kubevirtv1.AddVolumeOptions) error {
 	f.mu.Lock()
-	k := fakeKey(namespace, name)
-	vm, ok := f.vms[k]
-	if !ok {
+	in, err := f.running(fakeKey(namespace, name), name)
+	if err != nil {
 		f.mu.Unlock()
-		return notFound("virtualmachines", name)
+		return err
 	}
-	spec := &vm.Spec.Template.Spec
-	if slices.ContainsFunc(spec.Volumes, func(v kubevirtv1.Volume) bool { return v.Name == opts.Name }) {
+	if slices.ContainsFunc(in.spec.Volumes, func(v kubevirtv1.Volume) bool { return v.Name == opts.Name }) {
 		f.mu.Unlock()
-		return apierrors.NewBadRequest("Unable to add volume [" + opts.Name + "] because volume with that name already exists")
+		return apierrors.NewConflict(kubevirtv1.Resource("virtualmachineinstance"), name, errors.New("Unable to add volume ["+opts.Name+"] because volume with that name already exists"))
 	}
 	disk := *opts.Disk
 	disk.Name = opts.Name
-	spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, disk)
-	spec.Volumes = append(spec.Volumes, kubevirtv1.Volume{Name: opts.Name, VolumeSource: kubevirtv1.VolumeSource{
+	in.spec.Domain.Devices.Disks = append(in.spec.Domain.Devices.Disks, disk)
+	in.spec.Volumes = append(in.spec.Volumes, kubevirtv1.Volume{Name: opts.Name, VolumeSource: kubevirtv1.VolumeSource{
 		PersistentVolumeClaim: opts.VolumeSource.PersistentVolumeClaim,
 	}})
-	if f.running[k] && !f.failed[k] {
-		f.phases[k][opts.Name] = kubevirtv1.VolumeReady
-		if f.InProgress {
-			f.phases[k][opts.Name] = kubevirtv1.VolumePending
-		}
+	in.phases[opts.Name] = kubevirtv1.VolumeReady
+	if f.InProgress {
+		in.phases[opts.Name] = kubevirtv1.VolumePending
 	}
 	f.Adds++
 	onAdd := f.OnAdd
@@ -154,28 +182,22 @@ func (f *FakeVMs) AddVolume(_ context.Context, namespace, name string, opts *kub
 
 func (f *FakeVMs) RemoveVolume(_ context.Context, namespace, name string, opts *kubevirtv1.RemoveVolumeOptions) error {
 	f.mu.Lock()
-	k := fakeKey(namespace, name)
-	vm, ok := f.vms[k]
-	if !ok {
+	in, err := f.running(fakeKey(namespace, name), name)
+	if err != nil {
 		f.mu.Unlock()
-		return notFound("virtualmachines", name)
+		return err
 	}
-	spec := &vm.Spec.Template.Spec
-	n := len(spec.Volumes)
-	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v kubevirtv1.Volume) bool { return v.Name == opts.Name })
-	if len(spec.Volumes) == n {
+	n := len(in.spec.Volumes)
+	in.spec.Volumes = slices.DeleteFunc(in.spec.Volumes, func(v kubevirtv1.Volume) bool { return v.Name == opts.Name })
+	if len(in.spec.Volumes) == n {
 		f.mu.Unlock()
-		return apierrors.NewBadRequest("Unable to remove volume [" + opts.Name + "] because it does not exist")
+		return apierrors.NewConflict(kubevirtv1.Resource("virtualmachineinstance"), name, errors.New("Unable to remove volume ["+opts.Name+"] because it does not exist"))
 	}
-	spec.Domain.Devices.Disks = slices.DeleteFunc(spec.Domain.Devices.Disks, func(d kubevirtv1.Disk) bool { return d.Name == opts.Name })
-	switch {
-	case f.failed[k]:
-	case f.InProgress:
-		if _, ok := f.phases[k][opts.Name]; ok {
-			f.phases[k][opts.Name] = kubevirtv1.HotplugVolumeDetaching
-		}
-	default:
-		delete(f.phases[k], opts.Name)
+	in.spec.Domain.Devices.Disks = slices.DeleteFunc(in.spec.Domain.Devices.Disks, func(d kubevirtv1.Disk) bool { return d.Name == opts.Name })
+	if f.InProgress {
+		in.phases[opts.Name] = kubevirtv1.HotplugVolumeDetaching
+	} else {
+		delete(in.phases, opts.Name)
 	}
 	f.Removes++
 	onRemove := f.OnRemove

@@ -148,7 +148,7 @@ func TestDeleteVolumeRemovesPrepPod(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t, g)
 	vms := &controller.FakeVMs{}
-	vms.Add(nodeVM(ns, "node-1", "tenant-a"), false)
+	vms.Add(nodeVM(ns, "node-1", "tenant-a"), true)
 	s := newServerWith(t, g, client.NewNamespacedClient(env.Client, ns), ns, "tenant-a", vms)
 	rsp, err := s.CreateVolume(ctx, createReq("pvc-1", 0, nil))
 	g.Expect(err).NotTo(HaveOccurred())
@@ -156,7 +156,7 @@ func TestDeleteVolumeRemovesPrepPod(t *testing.T) {
 
 	_, err = s.ControllerPublishVolume(ctx, publishReq(id, "node-1"))
 	g.Expect(status.Code(err)).To(Equal(codes.Unavailable))
-	g.Expect(getPrepPod(g, ns, id).Spec.Affinity).To(BeNil(), "a VM that does not run")
+	g.Expect(getPrepPod(g, ns, id).Spec.Affinity).To(BeNil(), "an instance on no known host node")
 	_, err = s.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: "node-1"})
 	g.Expect(err).NotTo(HaveOccurred())
 	getPrepPod(g, ns, id)

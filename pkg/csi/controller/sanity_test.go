@@ -26,8 +26,8 @@ import (
 // device), as virt-handler and the guest's udev would; mounts are mount-utils'
 // FakeMounter.
 //
-// 48 cases run and pass. What sanity skips here (54), and why:
-//   - ListVolumes, GetCapacity, snapshots (Create/Delete/Get/ListSnapshots, volumes
+// 51 cases run and pass. What sanity skips here (51), and why:
+//   - GetCapacity, snapshots (Create/Delete/Get/ListSnapshots, volumes
 //     from snapshots), clones, ModifyVolume and volume attribute classes, volume and
 //     storage health, NodeGetVolumeStats, the group controller service,
 //     PUBLISH_READONLY and SINGLE_NODE_MULTI_WRITER: the driver does not offer them

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,10 +21,11 @@ type VMs interface {
 	Get(ctx context.Context, namespace, name string) (*kubevirtv1.VirtualMachine, error)
 	// GetInstance returns the running VirtualMachineInstance namespace/name.
 	GetInstance(ctx context.Context, namespace, name string) (*kubevirtv1.VirtualMachineInstance, error)
-	// AddVolume hot-plugs a volume into the VM, persistently (it stays across VM
-	// restarts).
+	// AddVolume hot-plugs a volume into the VM's running instance only: the VM's
+	// spec does not get it, so the VM's next instance starts without it (package
+	// csi says why).
 	AddVolume(ctx context.Context, namespace, vm string, opts *kubevirtv1.AddVolumeOptions) error
-	// RemoveVolume unplugs a hot-plugged volume from the VM.
+	// RemoveVolume unplugs a hot-plugged volume from the VM's running instance.
 	RemoveVolume(ctx context.Context, namespace, vm string, opts *kubevirtv1.RemoveVolumeOptions) error
 }
 
@@ -32,7 +34,8 @@ var SubresourceGroupVersion = schema.GroupVersion{Group: "subresources.kubevirt.
 
 // NewVMs returns the VMs of the host cluster that cfg talks to: reads through c
 // (whose scheme must know KubeVirt's types), hot-plugs through virt-api's
-// virtualmachines/addvolume and removevolume subresources.
+// virtualmachineinstances/addvolume and removevolume subresources (which KubeVirt's
+// HotplugVolumes feature gate allows on a VM's instance).
 func NewVMs(cfg *rest.Config, c client.Reader) (VMs, error) {
 	rc := rest.CopyConfig(cfg)
 	rc.GroupVersion = &SubresourceGroupVersion
@@ -74,31 +77,14 @@ func (h *hostVMs) put(ctx context.Context, namespace, vm, subresource string, op
 	if err != nil {
 		return err
 	}
-	return h.rest.Put().Namespace(namespace).Resource("virtualmachines").Name(vm).SubResource(subresource).
+	return h.rest.Put().Namespace(namespace).Resource("virtualmachineinstances").Name(vm).SubResource(subresource).
 		Body(body).Do(ctx).Error()
 }
 
-// hasVolume reports whether vm has (or is about to have) the volume name: in its
-// template, or asked for by a pending add request and not undone by a later remove
-// request.
-func hasVolume(vm *kubevirtv1.VirtualMachine, name string) bool {
-	has := false
-	if t := vm.Spec.Template; t != nil {
-		for _, v := range t.Spec.Volumes {
-			if v.Name == name {
-				has = true
-			}
-		}
-	}
-	for _, r := range vm.Status.VolumeRequests {
-		if r.AddVolumeOptions != nil && r.AddVolumeOptions.Name == name {
-			has = true
-		}
-		if r.RemoveVolumeOptions != nil && r.RemoveVolumeOptions.Name == name {
-			has = false
-		}
-	}
-	return has
+// hasVolume reports whether the instance vmi has the volume name in its spec: plugged,
+// being plugged, or not yet unplugged.
+func hasVolume(vmi *kubevirtv1.VirtualMachineInstance, name string) bool {
+	return slices.ContainsFunc(vmi.Spec.Volumes, func(v kubevirtv1.Volume) bool { return v.Name == name })
 }
 
 // volumePhase is the phase of the volume name in the running vmi, "" when the VMI

@@ -46,7 +46,7 @@ func TestHostVMs(t *testing.T) {
 	})).To(Succeed())
 	g.Expect(vms.RemoveVolume(ctx, "ns", "node-1", &kubevirtv1.RemoveVolumeOptions{Name: "csi-1"})).To(Succeed())
 
-	const base = "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachines/node-1/"
+	const base = "/apis/subresources.kubevirt.io/v1/namespaces/ns/virtualmachineinstances/node-1/"
 	g.Expect(got).To(HaveLen(2))
 	g.Expect(got[0].method).To(Equal(http.MethodPut))
 	g.Expect(got[0].path).To(Equal(base + "addvolume"))

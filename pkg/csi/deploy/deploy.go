@@ -24,7 +24,7 @@ import (
 // these lines. DefaultImage's tag is knestcsi.Version; the sidecars' are the versions
 // hack/tools/csi pins (tests check both).
 const (
-	DefaultImage            = "knest.local/knest-csi:v0.2.0"
+	DefaultImage            = "knest.local/knest-csi:v0.3.0"
 	DefaultProvisionerImage = "knest.local/csi-provisioner:v5.3.0"
 	DefaultAttacherImage    = "knest.local/csi-attacher:v4.13.0"
 )

@@ -95,13 +95,13 @@ func TestRenderHost(t *testing.T) {
 	g.Expect(h.RoleBinding.Subjects).To(Equal([]rbacv1.Subject{{Kind: "ServiceAccount", Name: "demo-csi-controller", Namespace: "tenants"}}))
 	g.Expect(h.RoleBinding.Labels).To(HaveKeyWithValue("knest.dev/tenant-access", "csi"))
 
-	// What the controller service does, and nothing else: no Secrets, no list or
-	// watch, nothing cluster-wide.
+	// What the controller service does, and nothing else: no Secrets, no watch, no
+	// list but of claims, nothing cluster-wide.
 	g.Expect(h.Role.Rules).To(ConsistOf(
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "create", "update", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "create", "delete"}},
 		rbacv1.PolicyRule{APIGroups: []string{"kubevirt.io"}, Resources: []string{"virtualmachines", "virtualmachineinstances"}, Verbs: []string{"get"}},
-		rbacv1.PolicyRule{APIGroups: []string{"subresources.kubevirt.io"}, Resources: []string{"virtualmachines/addvolume", "virtualmachines/removevolume"}, Verbs: []string{"update"}},
+		rbacv1.PolicyRule{APIGroups: []string{"subresources.kubevirt.io"}, Resources: []string{"virtualmachineinstances/addvolume", "virtualmachineinstances/removevolume"}, Verbs: []string{"update"}},
 	))
 
 	d := h.Deployment

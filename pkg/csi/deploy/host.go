@@ -44,12 +44,12 @@ func renderHost(in Input) *HostObjects {
 }
 
 // ControllerRules are what pkg/csi/controller does in the tenant's namespace, with a
-// client that reads one object at a time (no cache, so no list or watch): it
-// creates, reads, annotates and grows (update) and deletes the host PVCs of the
+// client that reads without a cache (so no watch): it creates, reads, lists (for
+// ListVolumes), annotates and grows (update) and deletes the host PVCs of the
 // tenant's volumes; creates, reads (for its phase) and deletes the pod that writes a
 // Filesystem PVC's disk.img before its first hot-plug (controller's prep.go);
 // reads a node's VirtualMachine and its running instance; and hot-plugs and
-// unplugs volumes with virt-api's VM subresources addvolume and removevolume (PUT,
+// unplugs volumes with virt-api's VMI subresources addvolume and removevolume (PUT,
 // which RBAC calls update, as KubeVirt's own kubevirt.io:edit role grants them).
 // Names cannot narrow it: volumes and their prep pods are created by name at run
 // time, and tenants that share a namespace share these rights; the driver acts only
@@ -57,12 +57,12 @@ func renderHost(in Input) *HostObjects {
 // grants this Role, must hold all of it (config/rbac/tenant_role.yaml).
 func ControllerRules() []rbacv1.PolicyRule {
 	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "create", "update", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "create", "delete"}},
 		{APIGroups: []string{kubevirtv1.SchemeGroupVersion.Group}, Resources: []string{"virtualmachines", "virtualmachineinstances"}, Verbs: []string{"get"}},
 		{
 			APIGroups: []string{controller.SubresourceGroupVersion.Group},
-			Resources: []string{"virtualmachines/addvolume", "virtualmachines/removevolume"},
+			Resources: []string{"virtualmachineinstances/addvolume", "virtualmachineinstances/removevolume"},
 			Verbs:     []string{"update"},
 		},
 	}
