@@ -59,6 +59,14 @@ func EtcdReplaceJobName(cluster string, i int) string {
 // this one's.
 const EtcdReplaceClaimAnnotation = "controlplane.knest.dev/etcd-claim"
 
+// EtcdMoveAnnotation on a member's claim says the member is being replaced only to
+// spread the members across host nodes; its value is when that was decided.
+// EtcdMovedAtAnnotation on the HostedControlPlane is when the last such move began.
+const (
+	EtcdMoveAnnotation    = "controlplane.knest.dev/etcd-move"
+	EtcdMovedAtAnnotation = "controlplane.knest.dev/etcd-moved-at"
+)
+
 // ComponentEtcdReplace labels the replace Jobs' pods, which etcd's policy admits.
 const ComponentEtcdReplace = "etcd-replace"
 

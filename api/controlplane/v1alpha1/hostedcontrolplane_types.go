@@ -37,7 +37,8 @@ const (
 	// EtcdMemberStrandedReason: the member's volume is on a node it cannot run on,
 	// and knest cannot replace it (one member, or no quorum without it).
 	EtcdMemberStrandedReason = "MemberStranded"
-	// EtcdReplacingMemberReason: the member is being replaced on another node.
+	// EtcdReplacingMemberReason: the member is being replaced on another node:
+	// stranded, or sharing a host node with another member while a node holds none.
 	EtcdReplacingMemberReason = "ReplacingMember"
 )
 

@@ -49,6 +49,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumes;nodes,verbs=get
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=create;delete
 
 // fieldOwner is the server-side apply field manager of the host objects.

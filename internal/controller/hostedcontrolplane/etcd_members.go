@@ -38,10 +38,11 @@ func (r *Reconciler) reconcileEtcdMembers(ctx context.Context, s *scope) (stepRe
 	if int(s.etcd.Status.ReadyReplicas) >= members {
 		setEtcdMembers(s.hcp, metav1.ConditionTrue, hcpv1.EtcdMembersReadyReason, fmt.Sprintf("%d of %d members ready", members, members))
 		if members > 1 {
-			_, err := r.applier().Apply(ctx, s.hcp, s.in.EtcdJoin())
-			return stepResult{}, err
+			if _, err := r.applier().Apply(ctx, s.hcp, s.in.EtcdJoin()); err != nil {
+				return stepResult{}, err
+			}
 		}
-		return stepResult{}, nil
+		return r.spreadMembers(ctx, s, members)
 	}
 	if !initialized(s.hcp) {
 		return stepResult{}, nil // forming: Available says what it waits for
@@ -91,11 +92,7 @@ func (r *Reconciler) reconcileEtcdMembers(ctx context.Context, s *scope) (stepRe
 				"bring the node back, or restore from a backup", name, m.node, m.why, ready, members))
 		return stepResult{}, nil
 	}
-	strandedAfter := r.StrandedAfter
-	if strandedAfter == 0 {
-		strandedAfter = DefaultStrandedAfter
-	}
-	if wait := strandedAfter - time.Since(m.since); wait > 0 {
+	if wait := r.strandedAfter() - time.Since(m.since); wait > 0 {
 		setEtcdMembers(s.hcp, metav1.ConditionFalse, hcpv1.EtcdMemberNotReadyReason,
 			fmt.Sprintf("%s's volume is on host node %s, which %s; replaced on another node if still so in %s",
 				name, m.node, m.why, wait.Round(time.Second)))
@@ -113,6 +110,13 @@ func (r *Reconciler) reconcileEtcdMembers(ctx context.Context, s *scope) (stepRe
 		return stepResult{}, nil
 	}
 	return r.replaceMember(ctx, s, m, fmt.Sprintf("%s's volume is on host node %s, which %s", name, m.node, m.why))
+}
+
+func (r *Reconciler) strandedAfter() time.Duration {
+	if r.StrandedAfter == 0 {
+		return DefaultStrandedAfter
+	}
+	return r.StrandedAfter
 }
 
 // member is an etcd member not ready; node is set when it is stranded there.
@@ -137,13 +141,14 @@ func (r *Reconciler) findStranding(ctx context.Context, ns, claim string, m *mem
 		return nil
 	}
 	m.claim = pvc
-	pv := &corev1.PersistentVolume{}
-	if err := r.reader().Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
-		return client.IgnoreNotFound(err)
+	nodeName, err := r.claimNode(ctx, pvc)
+	if err != nil || nodeName == "" {
+		return err // "": reachable from any node, the pod follows
 	}
-	nodeName := volumeNode(pv)
-	if nodeName == "" {
-		return nil // reachable from any node: the pod follows
+	if pvc.Annotations[hosted.EtcdMoveAnnotation] != "" {
+		// Being moved (spreadMembers): its replacement goes on, at once.
+		m.node, m.why = nodeName, "holds another member's volume too"
+		return nil
 	}
 	node := &corev1.Node{}
 	switch err := r.reader().Get(ctx, client.ObjectKey{Name: nodeName}, node); {
@@ -161,6 +166,16 @@ func (r *Reconciler) findStranding(ctx context.Context, ns, claim string, m *mem
 	m.node = nodeName
 	m.since = notReadySince(m.pod)
 	return nil
+}
+
+// claimNode is the one host node that a bound claim's volume can be used on, ""
+// for a volume reachable from any node.
+func (r *Reconciler) claimNode(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (string, error) {
+	pv := &corev1.PersistentVolume{}
+	if err := r.reader().Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	return volumeNode(pv), nil
 }
 
 // replaceMember runs the replace Job for m and, once it succeeded, deletes m's

@@ -56,6 +56,12 @@ func (h *etcdHost) node(suffix string, ready, cordoned bool) string {
 	}
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
 	h.g.Expect(env.Client.Status().Update(ctx, n)).To(Succeed())
+	if ready {
+		// The API server's admission taints a new node not-ready; on a host the node
+		// lifecycle controller, which the bed does not run, takes it off once ready.
+		n.Spec.Taints = nil
+		h.g.Expect(env.Client.Update(ctx, n)).To(Succeed())
+	}
 	return n.Name
 }
 
@@ -224,13 +230,77 @@ func TestStrandedEtcdMemberWithoutQuorumIsLeft(t *testing.T) {
 	g.Expect(one.condition().Message).To(ContainSubstring("restore from a backup"))
 
 	starting := newEtcdHost(t, g, "starting", 3)
-	node := starting.node("a", true, false)
-	starting.member(0, true, node)
-	starting.member(1, true, node)
-	starting.member(2, false, node)
+	starting.member(0, true, starting.node("a", true, false))
+	starting.member(1, true, starting.node("b", true, false))
+	starting.member(2, false, starting.node("c", true, false))
 	starting.step(r, 3)
 	starting.step(r, 2)
 	g.Expect(starting.condition().Reason).To(Equal(hcpv1.EtcdMemberNotReadyReason))
 	_, err := starting.replaceJob(2)
 	g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+}
+
+// A drain leaves two members' volumes on one host node. With every member ready and
+// a ready, schedulable node that holds none, the last of the two is moved there the
+// way a stranded member is replaced, carried on while its Job makes it not ready;
+// and the next move waits moveEvery × StrandedAfter.
+func TestCrowdedEtcdMembersAreSpread(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	r := &Reconciler{Client: env.Client, ToolImage: "docker.io/knest/knest:test", StrandedAfter: time.Hour}
+	h := newEtcdHost(t, g, "crowd", 3)
+	a, b := h.node("a", true, false), h.node("b", true, false)
+	h.member(0, true, a)
+	h.member(1, true, b)
+	pod, pvc := h.member(2, true, a)
+	h.node("cordoned", true, true)
+	h.node("down", false, false)
+
+	// No node to move to: looked at again later.
+	res := h.step(r, 3)
+	g.Expect(h.condition().Status).To(Equal(metav1.ConditionTrue))
+	g.Expect(res.requeueAfter).To(Equal(time.Hour))
+	_, err := h.replaceJob(2)
+	g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+
+	free := h.node("c", true, false)
+	h.step(r, 3)
+	g.Expect(h.condition().Reason).To(Equal(hcpv1.EtcdReplacingMemberReason))
+	g.Expect(h.condition().Message).To(ContainSubstring("on host node " + a + ", which holds another member's volume too, and host node " + free + " holds none"))
+	job, err := h.replaceJob(2)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(job.Annotations).To(HaveKeyWithValue(hosted.EtcdReplaceClaimAnnotation, string(pvc.UID)))
+	g.Expect(env.Client.Get(ctx, client.ObjectKeyFromObject(pvc), pvc)).To(Succeed())
+	g.Expect(pvc.Annotations).To(HaveKey(hosted.EtcdMoveAnnotation))
+	g.Expect(h.s.hcp.Annotations).To(HaveKey(hosted.EtcdMovedAtAnnotation))
+
+	// The Job removed the member, whose pod is no longer ready: though its node is
+	// ready and schedulable, and StrandedAfter has not passed, it is replaced.
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
+	g.Expect(env.Client.Status().Update(ctx, pod)).To(Succeed())
+	g.Expect(testenv.EndJob(ctx, env.Client, job, false)).To(Succeed())
+	h.step(r, 2)
+	g.Expect(h.condition().Message).To(ContainSubstring("starts anew on another node"))
+	for _, obj := range []client.Object{&corev1.PersistentVolumeClaim{ObjectMeta: pvc.ObjectMeta}, &corev1.Pod{ObjectMeta: pod.ObjectMeta}} {
+		g.Eventually(func() bool {
+			err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+			return apierrors.IsNotFound(err) || err == nil && !obj.GetDeletionTimestamp().IsZero()
+		}, "30s").Should(BeTrue(), "%T %s deleted", obj, obj.GetName())
+	}
+
+	// Crowded again soon after (the scheduler put it back, the spread being only
+	// preferred): not moved again before moveEvery × StrandedAfter.
+	again := newEtcdHost(t, g, "crowd-again", 3)
+	x := again.node("x", true, false)
+	again.member(0, true, x)
+	again.member(1, true, x)
+	again.member(2, true, again.node("y", true, false))
+	again.s.hcp.Annotations = map[string]string{hosted.EtcdMovedAtAnnotation: time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}
+	res = again.step(r, 3)
+	g.Expect(res.requeueAfter).To(BeNumerically("~", (moveEvery-1)*time.Hour, time.Minute))
+	g.Expect(again.condition().Status).To(Equal(metav1.ConditionTrue))
+	for i := range 3 {
+		_, err := again.replaceJob(i)
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	}
 }
