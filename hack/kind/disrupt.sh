@@ -18,7 +18,8 @@
 # for it to be Ready and the tenant whole. It prints each step's time, the failed
 # requests and the longest gap of each kind, and whether the ConfigMap written before
 # is there and each app's page is the one it served before (a page kept on a volume
-# shows the volume's data survived).
+# shows the volume's data survived). A run that fails still uncordons the node it
+# drained, or starts the node it stopped.
 # Settings: hack/kind/env.sh, KNEST (the CLI, default bin/knest), APPS, NOTICE,
 # WHOLE_TIMEOUT (seconds, default 2400).
 set -euo pipefail
@@ -26,7 +27,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-[[ $# == 3 && $1 =~ ^(drain|lose)$ ]] || { sed -n '2,20p' "$0"; exit 2; }
+[[ $# == 3 && $1 =~ ^(drain|lose)$ ]] || { sed -n '2,22p' "$0"; exit 2; }
 how=$1 name=$2 node=$3
 KNEST=${KNEST:-bin/knest}
 whole_timeout=${WHOLE_TIMEOUT:-2400}
@@ -38,7 +39,17 @@ log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 kind_engine
 
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+# On any exit, a node drained is uncordoned and a node stopped is started again, so
+# that a failed run leaves the host whole for the next step.
+disrupted=false
+restore() {
+  $disrupted || return 0
+  case $how in
+  drain) hk uncordon "$node" >/dev/null || true ;;
+  lose) "$KIND_ENGINE" start "$node" >/dev/null 2>&1 || true ;;
+  esac
+}
+trap 'kill $(jobs -p) 2>/dev/null || true; restore; rm -rf "$work"' EXIT
 kc=$work/tenant.kubeconfig
 tenant_kubeconfig "$name" "$kc"
 tk() { "$TENANT_KUBECTL" --kubeconfig "$kc" --request-timeout=5s "$@"; }
@@ -79,6 +90,7 @@ start=$(date +%s)
 case $how in
 drain)
   log "draining $node"
+  disrupted=true
   hk drain "$node" --ignore-daemonsets --delete-emptydir-data --timeout=30m >"$work/drain.log" 2>&1 || {
     cat "$work/drain.log" >&2
     exit 1
@@ -87,6 +99,7 @@ drain)
   ;;
 lose)
   log "stopping $node's container ($KIND_ENGINE stop)"
+  disrupted=true
   "$KIND_ENGINE" stop --time 0 "$node" >/dev/null
   ;;
 esac
@@ -150,6 +163,7 @@ kill $(jobs -p) 2>/dev/null || true
 case $how in
 drain)
   hk uncordon "$node" >/dev/null
+  disrupted=false
   ;;
 lose)
   # With its Node deleted the node's pods are gone; KubeVirt fails and cleans up the
@@ -164,6 +178,7 @@ lose)
   cleaned=$(($(date +%s) - start))
   log "nothing of $name left on $node $cleaned s after the start; starting it again"
   "$KIND_ENGINE" start "$node" >/dev/null
+  disrupted=false
   wait_until "back" hk wait --for=condition=Ready "node/$node" --timeout=10s
   # Its Node object is new, and so is its pod range; a real host's CNI follows that.
   use_pod_range "$node"
