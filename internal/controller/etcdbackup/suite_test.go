@@ -64,6 +64,8 @@ func update(g Gomega, nc *knestv1.NestedCluster, mutate func(*knestv1.NestedClus
 const testToolImage = "knest.local/knest:test"
 
 const (
-	timeout  = 30 * time.Second
+	// timeout bounds a wait for what the controllers do; a minute, for a bed that shares
+	// the machine with emulated VMs (a wait that succeeds ends sooner).
+	timeout  = time.Minute
 	interval = 100 * time.Millisecond
 )

@@ -36,7 +36,9 @@ import (
 func env() *testenv.Env { return hostedcontrolplane.Env() }
 
 const (
-	timeout  = 30 * time.Second
+	// timeout bounds a wait for what the controllers do; a minute, for a bed that shares
+	// the machine with emulated VMs (a wait that succeeds ends sooner).
+	timeout  = time.Minute
 	interval = 100 * time.Millisecond
 )
 

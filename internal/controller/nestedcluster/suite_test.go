@@ -52,6 +52,8 @@ func namespace(t *testing.T) string {
 const testToolImage = "knest.local/knest:test"
 
 const (
-	timeout  = 30 * time.Second
+	// timeout bounds a wait for what the controllers do; a minute, for a bed that shares
+	// the machine with emulated VMs (a wait that succeeds ends sooner).
+	timeout  = time.Minute
 	interval = 100 * time.Millisecond
 )
