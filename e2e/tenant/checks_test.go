@@ -35,6 +35,7 @@ import (
 	bootstrapv1 "sigs.k8s.io/cluster-api/api/bootstrap/kubeadm/v1beta2"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/e2e/internal/probe"
@@ -593,12 +594,7 @@ func expireBootstrapToken(t *testing.T, key client.ObjectKey, machine string) {
 	t.Helper()
 	g := NewWithT(t)
 	ctx := t.Context()
-	m := &clusterv1.Machine{}
-	g.Expect(s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: machine}, m)).To(Succeed())
-	cfg := &bootstrapv1.KubeadmConfig{}
-	g.Expect(s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: m.Spec.Bootstrap.ConfigRef.Name}, cfg)).To(Succeed())
-	id, _, ok := strings.Cut(cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token, ".")
-	g.Expect(ok).To(BeTrue(), "KubeadmConfig %s has no bootstrap token", cfg.Name)
+	id, _ := bootstrapToken(t, key, machine)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: bootstrapapi.BootstrapTokenSecretPrefix + id}}
 	err := tenantClient(t, key).Delete(ctx, secret)
 	if apierrors.IsNotFound(err) {
@@ -607,4 +603,46 @@ func expireBootstrapToken(t *testing.T, key client.ObjectKey, machine string) {
 	}
 	g.Expect(err).NotTo(HaveOccurred(), "deleting bootstrap token %s", id)
 	t.Logf("deleted bootstrap token %s of machine %s: its VM, restarted, cannot rejoin", id, machine)
+}
+
+// bootstrapToken is the ID and secret of the bootstrap token that machine's VM joins
+// with (its KubeadmConfig's, which CABPK put in the VM's user data).
+func bootstrapToken(t *testing.T, key client.ObjectKey, machine string) (string, string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	m := &clusterv1.Machine{}
+	g.Expect(s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: machine}, m)).To(Succeed())
+	cfg := &bootstrapv1.KubeadmConfig{}
+	g.Expect(s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: m.Spec.Bootstrap.ConfigRef.Name}, cfg)).To(Succeed())
+	id, secret, ok := strings.Cut(cfg.Spec.JoinConfiguration.Discovery.BootstrapToken.Token, ".")
+	g.Expect(ok).To(BeTrue(), "KubeadmConfig %s has no bootstrap token", cfg.Name)
+	return id, secret
+}
+
+// renewBootstrapToken makes the bootstrap token of machine's VM valid for 15 more
+// minutes in the tenant, as CABPK keeps it while a machine has not joined: CABPK
+// stops once it has, and the token expires 15 minutes after the join, after which a
+// VM restarted from its fresh disk cannot join again and is replaced by its health
+// check (docs/reference.md).
+func renewBootstrapToken(t *testing.T, key client.ObjectKey, machine string) {
+	t.Helper()
+	g := NewWithT(t)
+	ctx := t.Context()
+	id, secret := bootstrapToken(t, key, machine)
+	token := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: bootstrapapi.BootstrapTokenSecretPrefix + id}}
+	tc := tenantClient(t, key)
+	_, err := controllerutil.CreateOrUpdate(ctx, tc, token, func() error {
+		token.Type = bootstrapapi.SecretTypeBootstrapToken
+		token.StringData = map[string]string{
+			bootstrapapi.BootstrapTokenIDKey:               id,
+			bootstrapapi.BootstrapTokenSecretKey:           secret,
+			bootstrapapi.BootstrapTokenExpirationKey:       time.Now().Add(15 * time.Minute).UTC().Format(time.RFC3339),
+			bootstrapapi.BootstrapTokenUsageAuthentication: "true",
+			bootstrapapi.BootstrapTokenUsageSigningKey:     "true",
+			bootstrapapi.BootstrapTokenExtraGroupsKey:      "system:bootstrappers:kubeadm:default-node-token",
+		}
+		return nil
+	})
+	g.Expect(err).NotTo(HaveOccurred(), "renewing bootstrap token %s", id)
 }
