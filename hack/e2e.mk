@@ -37,7 +37,7 @@ E2E_TESTS_KVM = TestHostedCluster|TestTenantCluster
 E2E_TESTS_TCG = TestHostedCluster
 
 .PHONY: e2e
-e2e: $(KIND_PREREQS) ## Bring up the kind host, run the kind checks, then a hosted tenant cluster (create, faults, backup, volumes, load balancers, scale, delete) and, where guests run under KVM, one with a VM control plane (create, isolation, its qemu killed, delete) with the CLI (in .ci/run; KEEP=1 keeps the host).
+e2e: $(KIND_PREREQS) ## Bring up the kind host, run the kind checks, then a hosted tenant cluster (create, faults, backup, load balancers, scale, delete) and, where guests run under KVM, one with a VM control plane (create, isolation, its qemu killed, delete) with the CLI (in .ci/run; KEEP=1 keeps the host).
 	$(call kind-host-up,$(E2E_STATE_DIR)) $(KIND_CHECKS); \
 	tests='$(E2E_TESTS)'; [ -n "$$tests" ] || { [ "$$KNEST_E2E_ACCEL" = kvm ] && tests='$(E2E_TESTS_KVM)' || tests='$(E2E_TESTS_TCG)'; }; \
 	echo "e2e: $$tests (guests under $$KNEST_E2E_ACCEL)"; \

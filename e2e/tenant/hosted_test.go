@@ -88,11 +88,13 @@ func TestHostedCluster(t *testing.T) {
 		expectWebhookCalled(t, tc, knestv1.DefaultVersion)
 	})
 	t.Run("a LoadBalancer Service answers from outside the tenant", func(t *testing.T) { expectLoadBalancerAnswers(t, key, tc) })
-	// make e2e keeps to the one worker (hostedWorkers); the full run moves the volume
-	// to a second worker, removes that worker, and moves it to a node of an
+	// Volumes in full runs only: on the slower machine of this kind each pod start and
+	// stop on the emulated worker takes minutes, and this step took CI past its time
+	// (docs/e2e.md). The full run unplugs and plugs the volume again, restarts its VM,
+	// moves it to a second worker, removes that worker, and moves it to a node of an
 	// autoscaled pool.
-	t.Run("a volume keeps its data as it is unplugged and plugged again", func(t *testing.T) { expectVolumeReplugged(t, key, tc) })
 	if full {
+		t.Run("a volume keeps its data as it is unplugged and plugged again", func(t *testing.T) { expectVolumeReplugged(t, key, tc) })
 		t.Run("a volume keeps its data as its pod moves and its worker is removed", func(t *testing.T) { expectVolumeKeepsData(t, key, tc, hostedWorkers) })
 		t.Run("a volume follows its pod to a node the autoscaler adds, and back as it removes it", func(t *testing.T) { expectVolumeOnAutoscaledNode(t, key, tc) })
 	}

@@ -5,7 +5,6 @@ package tenant_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -82,17 +81,16 @@ func expectVolumeKeepsData(t *testing.T, key client.ObjectKey, tc tenant, worker
 	deleteVolumeApp(t, key, tc, app, step)
 }
 
-// expectVolumeReplugged checks a tenant volume on one worker, in make e2e's time: a
-// claim of the tenant's default class binds and a pod writes a token; the Deployment
-// scaled to zero, the volume is unplugged from the worker's VM (no VolumeAttachment,
-// the host claim marked attached to no VM); scaled to one again, it is hot-plugged
-// anew and the new pod reads the token back. Then the worker's VM restarts (its
-// instance deleted, as virtctl restart does): the new instance starts although a
-// volume was plugged into the old one, and the volume is plugged into it again, the
-// pod's container reading the token back after the restart (make e2e-full only). The
-// worker's bootstrap token is renewed first, so that the same node joins again from
-// its fresh disk (renewBootstrapToken says why). Deleted, the claim leaves no host
-// claim behind.
+// expectVolumeReplugged checks a tenant volume on one worker: a claim of the
+// tenant's default class binds and a pod writes a token; the Deployment scaled to
+// zero, the volume is unplugged from the worker's VM (no VolumeAttachment, the host
+// claim marked attached to no VM); scaled to one again, it is hot-plugged anew and
+// the new pod reads the token back. Then the worker's VM restarts (its instance
+// deleted, as virtctl restart does): the new instance starts although a volume was
+// plugged into the old one, and the volume is plugged into it again, the pod's
+// container reading the token back after the restart. The worker's bootstrap token
+// is renewed first, so that the same node joins again from its fresh disk
+// (renewBootstrapToken says why). Deleted, the claim leaves no host claim behind.
 func expectVolumeReplugged(t *testing.T, key client.ObjectKey, tc tenant) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -120,15 +118,12 @@ func expectVolumeReplugged(t *testing.T, key client.ObjectKey, tc tenant) {
 	node := expectVolumePod(t, tc, app.token, "", tenantTimeout)
 	s.timeline.add(step, "scaled to 1: volume plugged again, token read back on "+node, time.Since(start))
 
-	// Not yet in make e2e's time budget: make e2e-full only, until a run has measured it.
-	if os.Getenv(envFull) != "" {
-		renewBootstrapToken(t, key, machineOfNode(t, key, node))
-		start = time.Now()
-		restartVM(t, key, node)
-		s.timeline.add(step, "VM "+node+" restarted: a new instance Running", time.Since(start))
-		expectVolumePodStartedSince(t, tc, app.token, start, createTimeout)
-		s.timeline.add(step, "VM restarted: volume plugged into the new instance, token read back", time.Since(start))
-	}
+	renewBootstrapToken(t, key, machineOfNode(t, key, node))
+	start = time.Now()
+	restartVM(t, key, node)
+	s.timeline.add(step, "VM "+node+" restarted: a new instance Running", time.Since(start))
+	expectVolumePodStartedSince(t, tc, app.token, start, createTimeout)
+	s.timeline.add(step, "VM restarted: volume plugged into the new instance, token read back", time.Since(start))
 
 	deleteVolumeApp(t, key, tc, app, step)
 }

@@ -43,10 +43,13 @@ type timelineFigure struct {
 
 func newTimeline() *timeline { return &timeline{started: time.Now()} }
 
+// add records a milestone and prints it at once: a run killed from outside (CI's
+// time limit) still shows how far it got.
 func (tl *timeline) add(step, milestone string, after time.Duration) {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()
 	tl.rows = append(tl.rows, timelineRow{step, milestone, after.Round(time.Second)})
+	fmt.Printf("%s timeline: %s: %s after %s\n", time.Now().Format(time.TimeOnly), step, milestone, after.Round(time.Second))
 }
 
 func (tl *timeline) figure(step, name, value string) {

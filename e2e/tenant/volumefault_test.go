@@ -198,12 +198,16 @@ func runningPod(g Gomega, ctx context.Context, tc tenant, app string) *corev1.Po
 }
 
 // logsOf reads a pod's logs through the tenant API; an error is for the caller's
-// Eventually to retry.
+// Eventually to retry. The read is bounded: the API server reaches the kubelet
+// through konnectivity, and a tunnel lost mid-read would otherwise hold the caller's
+// Eventually past its timeout.
 func logsOf(ctx context.Context, tc tenant, pod *corev1.Pod) (string, error) {
 	cs, err := kubernetes.NewForConfig(tc.cfg)
 	if err != nil {
 		return "", err
 	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	b, err := cs.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	return string(b), err
 }
