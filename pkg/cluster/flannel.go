@@ -116,7 +116,11 @@ func flannelObjects(podCIDR string) (string, error) {
 						},
 						Containers: []corev1.Container{{
 							Name: "kube-flannel", Image: FlannelImage, ImagePullPolicy: corev1.PullIfNotPresent,
-							Command: []string{"/opt/bin/flanneld", "--ip-masq", "--kube-subnet-mgr"},
+							// flanneld checks its iptables rules every --iptables-resync
+							// seconds, one iptables process per rule: at the default 5 s
+							// that was a fifth of an emulated worker's only vCPU at rest.
+							// A minute still restores a rule someone flushed.
+							Command: []string{"/opt/bin/flanneld", "--ip-masq", "--kube-subnet-mgr", "--iptables-resync=60"},
 							Env: []corev1.EnvVar{
 								{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
 								{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
