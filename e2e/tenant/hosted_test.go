@@ -89,7 +89,7 @@ func TestHostedCluster(t *testing.T) {
 	})
 	t.Run("a LoadBalancer Service answers from outside the tenant", func(t *testing.T) { expectLoadBalancerAnswers(t, key, tc) })
 	// Volumes in full runs only: on the slower machine of this kind each pod start and
-	// stop on the emulated worker takes minutes, and this step took CI past its time
+	// stop on the emulated worker takes minutes, and the step does not fit CI's time
 	// (docs/e2e.md). The full run unplugs and plugs the volume again, restarts its VM,
 	// moves it to a second worker, removes that worker, and moves it to a node of an
 	// autoscaled pool.
