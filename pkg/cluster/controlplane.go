@@ -230,18 +230,28 @@ func probePatches() []bootstrapv1.File {
 	return files
 }
 
-// kubeletRuntimeRequestTimeout is the kubelet's default for each call to the
-// container runtime (--runtime-request-timeout).
-const kubeletRuntimeRequestTimeout = 2 * time.Minute
+// The kubelet's defaults for each call to the container runtime
+// (--runtime-request-timeout) and for how often its cAdvisor reads every container's
+// cgroup (--housekeeping-interval).
+const (
+	kubeletRuntimeRequestTimeout = 2 * time.Minute
+	kubeletHousekeepingInterval  = 10 * time.Second
+)
 
-// slowHostKubeletArgs stretch the kubelet's deadline for each container runtime call
-// by the host's slowdown: under emulation, creating and starting a large container
+// slowHostKubeletArgs stretch, by the host's slowdown, the kubelet's deadline for each
+// container runtime call: under emulation, creating and starting a large container
 // (the conformance suite's, 100 MB) took 71 and 49 s on a busy host, and past 2
-// minutes the kubelet gives up with "context deadline exceeded" and a pod that
-// never restarts fails. None at hardware speed, so nothing is rolled there.
+// minutes the kubelet gives up with "context deadline exceeded" and a pod that never
+// restarts fails. And the interval of its cAdvisor's housekeeping, which was a quarter
+// of the kubelet's CPU on an emulated worker whose one vCPU was saturated (a CPU
+// profile through the node proxy). None at hardware speed, so nothing is rolled there.
 func slowHostKubeletArgs(slowdown int) []bootstrapv1.Arg {
 	if slowdown <= 1 {
 		return nil
 	}
-	return []bootstrapv1.Arg{{Name: "runtime-request-timeout", Value: ptr((kubeletRuntimeRequestTimeout * time.Duration(slowdown)).String())}}
+	stretch := func(d time.Duration) *string { return ptr((d * time.Duration(slowdown)).String()) }
+	return []bootstrapv1.Arg{
+		{Name: "runtime-request-timeout", Value: stretch(kubeletRuntimeRequestTimeout)},
+		{Name: "housekeeping-interval", Value: stretch(kubeletHousekeepingInterval)},
+	}
 }

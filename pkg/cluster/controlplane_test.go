@@ -82,10 +82,11 @@ func TestRenderHostedControlPlaneCarriesResources(t *testing.T) {
 }
 
 // On a slow host every kubeadm timeout, those kubeadm defaults included, of the
-// control plane and of the pools grows by the host's slowdown, and so does the
-// default time a node may take to join, and the kubelet's deadline for container
-// runtime calls; at hardware speed the pools' configuration leaves kubeadm's
-// timeouts and the kubelet's alone, so it rolls no machine.
+// control plane and of the pools grows by the host's slowdown, and so do the default
+// time a node may take to join, the kubelet's deadline for container runtime calls
+// and its cAdvisor's housekeeping interval; at hardware speed the pools'
+// configuration leaves kubeadm's timeouts and the kubelet's alone, so it rolls no
+// machine.
 func TestRenderTimeoutsFollowTheHost(t *testing.T) {
 	g := NewWithT(t)
 	graph, err := cluster.Render(demo(), cluster.Options{HostSlowdown: 3})
@@ -111,10 +112,14 @@ func TestRenderTimeoutsFollowTheHost(t *testing.T) {
 			DiscoverySeconds:                        ptr(int32(900)),
 		}), p.Name)
 		g.Expect(*p.HealthCheck.Spec.Checks.NodeStartupTimeoutSeconds).To(Equal(int32(3600)), p.Name)
-		g.Expect(p.BootstrapTemplate.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs).To(
-			ContainElement(bootstrapv1.Arg{Name: "runtime-request-timeout", Value: ptr("6m0s")}), p.Name)
+		g.Expect(p.BootstrapTemplate.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs).To(ContainElements(
+			bootstrapv1.Arg{Name: "runtime-request-timeout", Value: ptr("6m0s")},
+			bootstrapv1.Arg{Name: "housekeeping-interval", Value: ptr("30s")}), p.Name)
 	}
-	g.Expect(kcs.InitConfiguration.NodeRegistration.KubeletExtraArgs).To(Equal([]bootstrapv1.Arg{{Name: "runtime-request-timeout", Value: ptr("6m0s")}}))
+	g.Expect(kcs.InitConfiguration.NodeRegistration.KubeletExtraArgs).To(Equal([]bootstrapv1.Arg{
+		{Name: "runtime-request-timeout", Value: ptr("6m0s")},
+		{Name: "housekeeping-interval", Value: ptr("30s")},
+	}))
 	g.Expect(kcs.JoinConfiguration.NodeRegistration.KubeletExtraArgs).To(Equal(kcs.InitConfiguration.NodeRegistration.KubeletExtraArgs))
 	// An explicit startup time is kept as it is.
 	graph, err = cluster.Render(demo(), cluster.Options{HostSlowdown: 3, NodeStartupTimeout: 40 * time.Minute})
@@ -126,7 +131,7 @@ func TestRenderTimeoutsFollowTheHost(t *testing.T) {
 	for _, p := range graph.Pools {
 		g.Expect(p.BootstrapTemplate.Spec.Template.Spec.JoinConfiguration.Timeouts).To(BeZero(), p.Name)
 		g.Expect(p.BootstrapTemplate.Spec.Template.Spec.JoinConfiguration.NodeRegistration.KubeletExtraArgs).NotTo(
-			ContainElement(HaveField("Name", "runtime-request-timeout")), p.Name)
+			ContainElement(HaveField("Name", BeElementOf("runtime-request-timeout", "housekeeping-interval"))), p.Name)
 	}
 	g.Expect(graph.ControlPlane.Spec.KubeadmConfigSpec.InitConfiguration.NodeRegistration.KubeletExtraArgs).To(BeEmpty())
 	g.Expect(graph.ControlPlane.Spec.KubeadmConfigSpec.InitConfiguration.Timeouts.KubeletHealthCheckSeconds).To(BeNil())

@@ -86,12 +86,34 @@ func Connect(t *testing.T, c client.Client, from Client, addr string, port int) 
 	}
 	g.Expect(c.Create(ctx, pod)).To(Succeed())
 	defer func() { _ = c.Delete(context.WithoutCancel(ctx), pod) }()
+	var exit *int32
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-		g.Expect(pod.Status.Phase).To(BeElementOf(corev1.PodSucceeded, corev1.PodFailed), "pod %s", pod.Name)
+		exit = exitCode(pod)
+		g.Expect(exit).NotTo(BeNil(), "pod %s has not finished", pod.Name)
 	}, timeout, poll).Should(Succeed())
-	t.Logf("connect to %s:%d from %s (labels %v, host network %v): %s", addr, port, from.Namespace, from.Labels, from.HostNetwork, pod.Status.Phase)
-	return pod.Status.Phase == corev1.PodSucceeded
+	t.Logf("connect to %s:%d from %s (labels %v, host network %v): exit code %d", addr, port, from.Namespace, from.Labels, from.HostNetwork, *exit)
+	return *exit == 0
+}
+
+// exitCode is the client's exit code once it has finished: from its container's
+// terminated state, which the kubelet reports before the pod's phase (on an emulated
+// node the phase followed minutes later), or else from the phase.
+func exitCode(pod *corev1.Pod) *int32 {
+	for _, st := range pod.Status.ContainerStatuses {
+		if st.State.Terminated != nil {
+			return &st.State.Terminated.ExitCode
+		}
+	}
+	var code int32
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded:
+		return &code
+	case corev1.PodFailed:
+		code = 1
+		return &code
+	}
+	return nil
 }
 
 // Reaches is Connect for a connection that must go through: it tries up to three

@@ -59,7 +59,7 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 	fl.DurationVar(&f.Render.NodeStartupTimeout, "node-startup-timeout", cluster.DefaultNodeStartupTimeout,
 		"How long a tenant machine may go without joining before its health check replaces it (default: 20m times --host-slowdown)")
 	fl.IntVar(&f.Render.HostSlowdown, "host-slowdown", 1,
-		"How many times slower than hardware speed this host runs tenant VMs (about 3 under software emulation): kubeadm's timeouts and the default --node-startup-timeout are multiplied by it; changing it rolls every tenant's machines")
+		"How many times slower than hardware speed this host runs tenant VMs (about 3 under software emulation): kubeadm's timeouts, the kubelet's runtime call deadline and housekeeping interval and the default --node-startup-timeout are multiplied by it; changing it rolls every tenant's machines")
 	fl.StringVar(&f.Render.AutoscalerImage, "autoscaler-image", autoscaler.DefaultImage,
 		"Image of the tenants' cluster-autoscalers (the upstream one with its clusterapi provider), run for tenants with an autoscaled pool")
 	fl.IntVar(&f.Concurrency, "concurrency", 10, "NestedClusters reconciled in parallel")
