@@ -320,40 +320,32 @@ func expectServiceAnswers(t *testing.T, tc tenant, replicas int32) {
 				Command: []string{"/bin/busybox", "sh", "-c",
 					"until /bin/busybox timeout 10 /bin/busybox wget -q -O - http://" + echoName + "; do sleep 2; done; " +
 						"/bin/busybox nslookup kubernetes.default.svc." + knestv1.DefaultDNSDomain + " >/dev/null 2>&1 && echo tenant name resolved; " +
-						"for name in " + hostNames + "; do /bin/busybox nslookup $name >/dev/null 2>&1 && echo host name resolved: $name; done; true"},
+						"for name in " + hostNames + "; do /bin/busybox nslookup $name >/dev/null 2>&1 && echo host name resolved: $name; done; echo " + probeDone},
 			}},
 		},
 	}
 	g.Eventually(func() error {
 		return client.IgnoreAlreadyExists(tc.Create(ctx, probe.DeepCopy()))
 	}, tenantTimeout, poll).Should(Succeed(), "creating the probe pod")
+	// Its log, not its phase, says it is done: the kubelet reports the phase only once
+	// it has torn the pod down, and on an emulated worker containerd's 10 s for
+	// removing an exited container's task can run out again and again, holding the
+	// phase at Running for minutes after the work is done.
+	var logs string
 	g.Eventually(func(g Gomega) {
-		p := &corev1.Pod{}
-		g.Expect(tc.Get(ctx, client.ObjectKeyFromObject(probe), p)).To(Succeed())
-		g.Expect(probeFinished(p)).To(BeTrue(), "probe pod %s finished (phase %s)", p.Name, p.Status.Phase)
+		var err error
+		logs, err = logsOf(ctx, tc, probe)
+		g.Expect(err).NotTo(HaveOccurred(), "the log of probe pod %s", probe.Name)
+		g.Expect(logs).To(ContainSubstring(probeDone), "probe pod %s is not done", probe.Name)
 	}, tenantTimeout, poll).Should(Succeed())
-	logs := podLogs(t, tc, probe)
 	g.Expect(logs).To(ContainSubstring("hello from "+echoName), "the probe's output")
 	g.Expect(logs).To(ContainSubstring("tenant name resolved"), "the probe's output")
 	g.Expect(logs).NotTo(ContainSubstring("host name resolved"), "a tenant pod looks up the host's Services")
 	_ = tc.Delete(ctx, probe)
 }
 
-// probeFinished reports whether a one-container pod ran to success: phase Succeeded,
-// or its container terminated with code 0. The kubelet reports the phase only once
-// it has torn the pod down, and on an emulated worker containerd's 10-second deadline
-// for removing the exited container's task can fail again and again, holding the
-// phase at Running for minutes after the container's work is done.
-func probeFinished(p *corev1.Pod) bool {
-	if p.Status.Phase == corev1.PodSucceeded {
-		return true
-	}
-	if len(p.Status.ContainerStatuses) != 1 {
-		return false
-	}
-	done := p.Status.ContainerStatuses[0].State.Terminated
-	return done != nil && done.ExitCode == 0
-}
+// probeDone is the last line of the probe pod's log.
+const probeDone = "probe done"
 
 // podLogs reads a pod's logs through the tenant API.
 func podLogs(t *testing.T, tc tenant, pod *corev1.Pod) string {
@@ -460,17 +452,22 @@ func endpointIP(t *testing.T, k client.ObjectKey) string {
 // pod, so the packets leave with the node's address) to addr:port succeeds.
 func canConnect(t *testing.T, tc tenant, addr string, port int) bool {
 	t.Helper()
-	return probe.Connect(t, tc.Client, fromNode, addr, port)
+	return probe.Connect(t, tc.Client, fromNode(tc), addr, port)
 }
 
 // canReach is canConnect for a connection that must go through (probe.Reaches).
 func canReach(t *testing.T, tc tenant, addr string, port int) bool {
 	t.Helper()
-	return probe.Reaches(t, tc.Client, fromNode, addr, port)
+	return probe.Reaches(t, tc.Client, fromNode(tc), addr, port)
 }
 
-// fromNode: a host-network pod of the tenant, whose packets leave with its node's address.
-var fromNode = probe.Client{Namespace: "default", HostNetwork: true}
+// fromNode: a host-network pod of the tenant, whose packets leave with its node's
+// address; its result is read from its log.
+func fromNode(tc tenant) probe.Client {
+	return probe.Client{Namespace: "default", HostNetwork: true, Logs: func(ctx context.Context, pod *corev1.Pod) (string, error) {
+		return logsOf(ctx, tc, pod)
+	}}
+}
 
 // expectIsolatedFromHostPods checks that the host cluster's own NetworkPolicy enforcer
 // enforces knest's NetworkPolicy between a tenant's VMs and a plain pod of another

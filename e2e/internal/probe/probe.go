@@ -7,6 +7,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,7 +62,18 @@ type Client struct {
 	// Settle waits before connecting: an enforcer fences a new pod that a policy
 	// selects only once it has seen it, while the pods it stands in for are long-lived.
 	Settle time.Duration
+	// Logs, when set, reads a pod's log, and the result is taken from the line the
+	// client prints as soon as it is there: on an emulated node the kubelet can report
+	// an exited container minutes late, when containerd's fixed 10 s for deleting its
+	// task runs out again and again.
+	Logs func(ctx context.Context, pod *corev1.Pod) (string, error)
 }
+
+// The lines the client prints with its result.
+const (
+	connected = "connected"
+	refused   = "refused"
+)
 
 // Connect runs a pod that opens a TCP connection to addr:port and reports whether it
 // got through within 10 seconds.
@@ -79,21 +91,29 @@ func Connect(t *testing.T, c client.Client, from Client, addr string, port int) 
 				Name: "nc", Image: cluster.FlannelImage, ImagePullPolicy: corev1.PullNever,
 				// Succeeds once connected (the server hangs up on the stray newline);
 				// fails when the connection is refused or times out.
-				Command: []string{"/bin/busybox", "sh", "-c", fmt.Sprintf("sleep %d; echo | /bin/busybox nc -w 10 %s %d",
-					int(from.Settle.Seconds()), addr, port)},
+				Command: []string{"/bin/busybox", "sh", "-c", fmt.Sprintf(
+					"sleep %d; if echo | /bin/busybox nc -w 10 %s %d; then echo %s; else echo %s; exit 1; fi",
+					int(from.Settle.Seconds()), addr, port, connected, refused)},
 			}},
 		},
 	}
 	g.Expect(c.Create(ctx, pod)).To(Succeed())
 	defer func() { _ = c.Delete(context.WithoutCancel(ctx), pod) }()
-	var exit *int32
+	var ok bool
 	g.Eventually(func(g Gomega) {
 		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(pod), pod)).To(Succeed())
-		exit = exitCode(pod)
-		g.Expect(exit).NotTo(BeNil(), "pod %s has not finished", pod.Name)
+		if exit := exitCode(pod); exit != nil {
+			ok = *exit == 0
+			return
+		}
+		g.Expect(from.Logs).NotTo(BeNil(), "pod %s has not finished", pod.Name)
+		logs, err := from.Logs(ctx, pod)
+		g.Expect(err).NotTo(HaveOccurred(), "the log of pod %s", pod.Name)
+		g.Expect(logs).To(Or(ContainSubstring(connected), ContainSubstring(refused)), "pod %s has not finished", pod.Name)
+		ok = strings.Contains(logs, connected)
 	}, timeout, poll).Should(Succeed())
-	t.Logf("connect to %s:%d from %s (labels %v, host network %v): exit code %d", addr, port, from.Namespace, from.Labels, from.HostNetwork, *exit)
-	return *exit == 0
+	t.Logf("connect to %s:%d from %s (labels %v, host network %v): connected %v", addr, port, from.Namespace, from.Labels, from.HostNetwork, ok)
+	return ok
 }
 
 // exitCode is the client's exit code once it has finished: from its container's
