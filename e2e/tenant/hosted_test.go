@@ -136,6 +136,8 @@ func TestHostedCluster(t *testing.T) {
 			expectHostedTenantsIsolated(t, beta, key)
 		})
 	}
+	// By now the worker joined long past CABPK's 15 minutes.
+	t.Run("the worker's join token kept valid", func(t *testing.T) { expectJoinTokensKept(t, key, tc) })
 	// The pool shrinks to nothing, naming the node to remove: its drain, Machine and VM.
 	t.Run("scale down naming the node", func(t *testing.T) { scaleDownNaming(t, key, hostedWorkers, 0) })
 

@@ -88,9 +88,9 @@ func expectVolumeKeepsData(t *testing.T, key client.ObjectKey, tc tenant, worker
 // the new pod reads the token back. Then the worker's VM restarts (its instance
 // deleted, as virtctl restart does): the new instance starts although a volume was
 // plugged into the old one, and the volume is plugged into it again, the pod's
-// container reading the token back after the restart. The worker's bootstrap token
-// is renewed first, so that the same node joins again from its fresh disk
-// (renewBootstrapToken says why). Deleted, the claim leaves no host claim behind.
+// container reading the token back after the restart: the same node joins again
+// from its fresh disk with the bootstrap token knest keeps valid. Deleted, the claim
+// leaves no host claim behind.
 func expectVolumeReplugged(t *testing.T, key client.ObjectKey, tc tenant) {
 	g := NewWithT(t)
 	ctx := t.Context()
@@ -118,7 +118,6 @@ func expectVolumeReplugged(t *testing.T, key client.ObjectKey, tc tenant) {
 	node := expectVolumePod(t, tc, app.token, "", tenantTimeout)
 	s.timeline.add(step, "scaled to 1: volume plugged again, token read back on "+node, time.Since(start))
 
-	renewBootstrapToken(t, key, machineOfNode(t, key, node))
 	start = time.Now()
 	restartVM(t, key, node)
 	s.timeline.add(step, "VM "+node+" restarted: a new instance Running", time.Since(start))

@@ -136,8 +136,8 @@ func TestTenantCluster(t *testing.T) {
 		// A third VM next to a running cluster: the way a pool usually grows.
 		t.Run("scale up", func(t *testing.T) { scaleUp(t, alpha, 1, 2) })
 		t.Run("scale down naming the node", func(t *testing.T) { scaleDownNaming(t, alpha, 2, 1) })
-		t.Run("worker VM killed: qemu", func(t *testing.T) { killWorkerAndExpectReplacement(t, alpha, killQemu) })
-		t.Run("worker VM killed: launcher pod deleted", func(t *testing.T) { killWorkerAndExpectReplacement(t, alpha, deleteLauncherPod) })
+		t.Run("worker VM killed: qemu; the same node back", func(t *testing.T) { killWorkerAndExpectRejoin(t, alpha, killQemu) })
+		t.Run("worker VM killed: launcher pod deleted; the same node back", func(t *testing.T) { killWorkerAndExpectRejoin(t, alpha, deleteLauncherPod) })
 	}
 	if second {
 		// Step 3 comes last: a second cluster, same pool and object names, boots while

@@ -13,13 +13,11 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/knest-dev/knest/pkg/cluster"
@@ -47,10 +45,10 @@ var (
 	intactRE = regexp.MustCompile(`intact through (\d+) on (\S+)`)
 )
 
-// TestVolumeWorkerKilled (make e2e-faults) kills, for good, the worker VM whose pod
-// writes to a volume: the pod must come back on the other worker with every record
-// it had fsync'ed before the kill, and the tenant must be whole again (a replacement
-// worker) with nothing left on the host after its delete.
+// TestVolumeWorkerKilled (make e2e-faults) kills the worker VM whose pod writes to a
+// volume: the pod must come back on the other worker with every record it had
+// fsync'ed before the kill, and the tenant must be whole again (the killed worker
+// back as the same node) with nothing left on the host after its delete.
 func TestVolumeWorkerKilled(t *testing.T) {
 	key := client.ObjectKey{Namespace: newNamespace(t), Name: "volume-kill"}
 	t.Cleanup(func() {
@@ -97,6 +95,9 @@ func TestVolumeWorkerKilled(t *testing.T) {
 		logs, err := logsOf(ctx, tc, runningPod(g, ctx, tc, writerApp))
 		g.Expect(err).NotTo(HaveOccurred())
 		before = lastMatch(syncedRE, logs)
+		node := &corev1.Node{}
+		g.Expect(tc.Get(ctx, client.ObjectKey{Name: victim}, node)).To(Succeed())
+		bootID := node.Status.NodeInfo.BootID
 		start := time.Now()
 		machine := killWorker(t, ctx, key, vmi, killQemu)
 		s.timeline.add(step, "qemu of "+victim+" killed after record "+strconv.Itoa(before), 0)
@@ -113,12 +114,10 @@ func TestVolumeWorkerKilled(t *testing.T) {
 			s.timeline.add(step, "writer running on "+m[2]+", intact through "+m[1], time.Since(start))
 		}, createTimeout, lbPoll).Should(Succeed(), "the writer back on another worker")
 
-		g.Eventually(func(g Gomega) {
-			err := s.host.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: machine}, &clusterv1.Machine{})
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "machine %s not yet remediated", machine)
-		}, createTimeout, poll).Should(Succeed())
+		expectRejoined(t, ctx, key, tc, victim, bootID)
+		g.Expect(machineOfNode(t, key, victim)).To(Equal(machine), "the node's Machine")
 		expectNodesReady(t, tc, 2)
-		s.timeline.add(step, "replacement worker Ready", time.Since(start))
+		s.timeline.add(step, "the killed worker back, the same node", time.Since(start))
 
 		start = time.Now()
 		g.Expect(tc.Delete(ctx, dep)).To(Succeed())

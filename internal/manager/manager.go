@@ -41,6 +41,7 @@ import (
 	"github.com/knest-dev/knest/internal/controller/etcdbackup"
 	"github.com/knest-dev/knest/internal/controller/etcddisk"
 	"github.com/knest-dev/knest/internal/controller/hostedcontrolplane"
+	"github.com/knest-dev/knest/internal/controller/jointoken"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/internal/tenant"
 	"github.com/knest-dev/knest/pkg/cluster"
@@ -115,7 +116,8 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
-	// ConfigMaps and VMIs are everywhere on a host; cache only the ones knest made.
+	// ConfigMaps, VMIs and Machines are everywhere on a host; cache only the ones
+	// knest made.
 	ownedByKnest, err := labels.NewRequirement(knestv1.ClusterNameLabel, selection.Exists, nil)
 	if err != nil {
 		return nil, err
@@ -157,6 +159,7 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.ConfigMap{}:                  {Label: labels.NewSelector().Add(*ownedByKnest)},
 			&kubevirtv1.VirtualMachineInstance{}: {Label: labels.NewSelector().Add(*ownedByKnest)},
+			&clusterv1.Machine{}:                 {Label: labels.NewSelector().Add(*ownedByKnest)},
 			&rbacv1.RoleBinding{}:                {Label: labels.NewSelector().Add(*accessBinding)},
 			&rbacv1.Role{}:                       {Label: ofCluster},
 			&corev1.ServiceAccount{}:             {Label: ofCluster},
@@ -220,6 +223,12 @@ func New(cfg *rest.Config, opts Options) (ctrl.Manager, error) {
 		SkipNameValidation:      ptr.To(true),
 	}); err != nil {
 		return nil, fmt.Errorf("failed to set up the etcd backup controller: %w", err)
+	}
+	if err := (&jointoken.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Timeout: 10 * time.Second}).SetupWithManager(mgr, controller.Options{
+		MaxConcurrentReconciles: max(opts.Concurrency, 1),
+		SkipNameValidation:      ptr.To(true),
+	}); err != nil {
+		return nil, fmt.Errorf("failed to set up the join token controller: %w", err)
 	}
 	if opts.HealthAddr != "" && opts.HealthAddr != "0" {
 		if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -9,9 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/cluster-api/util/secret"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
@@ -51,10 +48,9 @@ type answer struct {
 
 // TenantID implements Reader.
 func (r *KubeconfigReader) TenantID(ctx context.Context, nc *knestv1.NestedCluster) (string, error) {
-	s := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: nc.Namespace, Name: secret.Name(nc.Name, secret.Kubeconfig)}
-	if err := r.Reader.Get(ctx, key, s); err != nil {
-		return "", fmt.Errorf("failed to read the kubeconfig Secret: %w", err)
+	s, err := kubeconfigSecret(ctx, r.Reader, client.ObjectKeyFromObject(nc))
+	if err != nil {
+		return "", err
 	}
 	r.mu.Lock()
 	a, ok := r.seen[nc.UID]
@@ -78,12 +74,7 @@ func (r *KubeconfigReader) TenantID(ctx context.Context, nc *knestv1.NestedClust
 }
 
 func (r *KubeconfigReader) read(ctx context.Context, s *corev1.Secret) (string, error) {
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Data[secret.KubeconfigDataName])
-	if err != nil {
-		return "", fmt.Errorf("failed to read the kubeconfig Secret: %w", err)
-	}
-	cfg.Timeout = r.Timeout
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, err := clientsetFrom(s, r.Timeout)
 	if err != nil {
 		return "", err
 	}

@@ -140,6 +140,8 @@ func Start(ctx context.Context) (_ *Env, retErr error) {
 	if err := configureRequestHeader(e.env.ControlPlane.GetAPIServer(), dir); err != nil {
 		return nil, err
 	}
+	// As kubeadm's API server: a worker's join token authenticates (package jointoken).
+	e.env.ControlPlane.GetAPIServer().Configure().Set("enable-bootstrap-token-auth", "true")
 
 	if e.Config, err = e.env.Start(); err != nil {
 		return nil, fmt.Errorf("failed to start etcd and kube-apiserver from %s: %w", binDir, err)
