@@ -104,7 +104,7 @@ func TestKeepWritesOnlyWhenNeeded(t *testing.T) {
 	g.Expect(wrote).To(BeTrue(), "made where it was gone")
 	first, err := tenant.Get(ctx, secretName(token), metav1.GetOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(first.Type).To(Equal(corev1.SecretType(bootstrapapi.SecretTypeBootstrapToken)))
+	g.Expect(first.Type).To(Equal(bootstrapapi.SecretTypeBootstrapToken))
 
 	wrote, err = jointoken.Keep(ctx, tenant, token, now.Add(jointoken.TTL/6-time.Minute))
 	g.Expect(err).NotTo(HaveOccurred())
