@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/knest-dev/knest/cmd/knest-csi/app"
+	"github.com/knest-dev/knest/internal/freeport"
 	"github.com/knest-dev/knest/internal/testenv"
 )
 
@@ -51,17 +51,6 @@ func run(t *testing.T, ctx context.Context, args ...string) (*syncBuffer, <-chan
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, logs, args) }()
 	return logs, done
-}
-
-// freeAddress is a local TCP address nothing listens on.
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // socketDir is a short directory for unix sockets (their paths are limited to 108
@@ -121,7 +110,7 @@ func TestFlags(t *testing.T) {
 func TestNodeServesAndRegistersWithKubelet(t *testing.T) {
 	g := NewWithT(t)
 	dir := socketDir(t)
-	endpoint, registry, health := filepath.Join(dir, "csi.sock"), filepath.Join(dir, "registry"), freeAddress(t)
+	endpoint, registry, health := filepath.Join(dir, "csi.sock"), filepath.Join(dir, "registry"), freeport.Address(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	logs, done := run(t, ctx, "node", "--node-id", "worker-0", "--endpoint", "unix://"+endpoint,

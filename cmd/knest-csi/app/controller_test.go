@@ -20,6 +20,7 @@ import (
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/knest-dev/knest/internal/freeport"
 	knestcsi "github.com/knest-dev/knest/pkg/csi"
 	"github.com/knest-dev/knest/pkg/csi/controller"
 	"github.com/knest-dev/knest/pkg/csi/deploy"
@@ -59,7 +60,7 @@ func TestControllerAsDeployed(t *testing.T) {
 	g.Expect(args).NotTo(BeEmpty())
 	// Here, not in a pod: a socket and a port of the test's, the user's kubeconfig,
 	// and the bed's admin kubeconfig standing for the tenant's (later flags win).
-	endpoint, health := filepath.Join(dir, "csi.sock"), freeAddress(t)
+	endpoint, health := filepath.Join(dir, "csi.sock"), freeport.Address(t)
 	args = append(args, "--endpoint=unix://"+endpoint, "--health-address="+health, "--kubeconfig="+kubeconfig, "--hotplug-wait=0",
 		"--tenant-kubeconfig="+env.KubeconfigPath)
 	logs, done := run(t, ctx, args...)

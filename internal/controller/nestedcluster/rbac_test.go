@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -34,6 +33,7 @@ import (
 	hcpv1 "github.com/knest-dev/knest/api/controlplane/v1alpha1"
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
+	"github.com/knest-dev/knest/internal/freeport"
 	"github.com/knest-dev/knest/internal/manager"
 	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/autoscaler"
@@ -57,7 +57,7 @@ func TestRunsWithOnlyItsOwnRBAC(t *testing.T) {
 		g.Expect(as.Create(ctx, lease)).To(Satisfy(apierrors.IsForbidden), "create a Lease in %s", other)
 	}
 
-	metricsAddr, healthAddr := freeAddr(g), freeAddr(g)
+	metricsAddr, healthAddr := freeport.Address(t), freeport.Address(t)
 	stop := startControllerWith(t, cfg, manager.Options{Concurrency: 2, ToolImage: testToolImage, LeaderElection: true, LeaderElectionNamespace: ns,
 		MetricsAddr: metricsAddr, HealthAddr: healthAddr})
 	g.Eventually(func() (int, error) { return httpGet("http://"+healthAddr+"/readyz", "") }, timeout, interval).Should(Equal(http.StatusOK))
@@ -255,13 +255,6 @@ func readManifests(g Gomega, path string) []*unstructured.Unstructured {
 			out = append(out, obj)
 		}
 	}
-}
-
-func freeAddr(g Gomega) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	g.Expect(err).NotTo(HaveOccurred())
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func httpGet(url, token string) (int, error) {

@@ -20,18 +20,9 @@ import (
 	"sigs.k8s.io/cluster-api/util/certs"
 	"sigs.k8s.io/cluster-api/util/secret"
 
+	"github.com/knest-dev/knest/internal/freeport"
 	"github.com/knest-dev/knest/pkg/backup"
 )
-
-func freeURL(t *testing.T) url.URL {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
-}
 
 // startEtcd runs a real one-member etcd on dir as name and returns a client of it.
 // With tlsDir, it serves its clients TLS with the certificates written there (a
@@ -42,7 +33,7 @@ func startEtcd(t *testing.T, dir, name string, peer url.URL, tlsDir string) *cli
 	cfg := embed.NewConfig()
 	cfg.Dir, cfg.Name = dir, name
 	cfg.LogOutputs = []string{"/dev/null"}
-	client := freeURL(t)
+	client := freeport.URL(t)
 	if tlsDir != "" {
 		client.Scheme = "https"
 		cfg.ClientTLSInfo = transport.TLSInfo{
@@ -129,7 +120,7 @@ func TestSnapshotAndRestoreAsTheJobsRunThem(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	tlsDir := writeCerts(t)
-	c := startEtcd(t, t.TempDir(), "a", freeURL(t), tlsDir)
+	c := startEtcd(t, t.TempDir(), "a", freeport.URL(t), tlsDir)
 	_, err := c.Put(ctx, "/registry/configmaps/default/kept", "v")
 	g.Expect(err).NotTo(HaveOccurred())
 	snapshots := t.TempDir()
@@ -145,7 +136,7 @@ func TestSnapshotAndRestoreAsTheJobsRunThem(t *testing.T) {
 	g.Expect(filepath.Join(snapshots, older)).NotTo(BeAnExistingFile())
 
 	data := filepath.Join(t.TempDir(), "etcd")
-	peer := freeURL(t)
+	peer := freeport.URL(t)
 	out, err = run(t, "restore", "--snapshot", filepath.Join(snapshots, r.Name), "--data-dir", data, "--name", "b", "--peer-url", peer.String())
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(out).To(Equal("restored " + r.Name + " as member b\n"))
