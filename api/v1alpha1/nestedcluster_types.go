@@ -140,6 +140,13 @@ const (
 	// host drain hands each VM to CAPK, which drains its tenant node and has KubeVirt
 	// restart it on another host node (evictionStrategy External). Not part of Ready.
 	LiveMigratableCondition = "LiveMigratable"
+	// HostNodesReadyCondition is present while the tenant has VMs on host nodes:
+	// True when each of those nodes is ready, False naming the VMs whose host node is
+	// not ready or gone. KubeVirt does not restart such a VM elsewhere until the node
+	// comes back or an operator declares it gone (deletes its Node object, or taints
+	// it node.kubernetes.io/out-of-service); the tenant node's health check replaces
+	// its Machine meanwhile. Not part of Ready.
+	HostNodesReadyCondition = "HostNodesReady"
 
 	ReconciledReason             = "Reconciled"
 	ApplyFailedReason            = "ApplyFailed"
@@ -192,6 +199,11 @@ const (
 	// NotLiveMigratableReason: KubeVirt cannot live-migrate some VMs (condition
 	// LiveMigratable names the pools and KubeVirt's reasons).
 	NotLiveMigratableReason = "NotLiveMigratable"
+	// HostNodesReadyReason: every host node running a VM of the tenant is ready.
+	HostNodesReadyReason = "HostNodesReady"
+	// HostNodeNotReadyReason: a VM of the tenant is on a host node that is not ready
+	// or gone (condition HostNodesReady names them).
+	HostNodeNotReadyReason = "HostNodeNotReady"
 )
 
 // CNI names the network plugin knest installs into the tenant.

@@ -125,8 +125,12 @@ type scope struct {
 	// csiController is the tenant's CSI driver's controller Deployment; nil when
 	// storage is turned off.
 	csiController *appsv1.Deployment
-	// vms are the tenant's VMIs, for conditions HostSpread and LiveMigratable.
+	// vms are the tenant's VMIs, for conditions HostSpread, LiveMigratable and
+	// HostNodesReady.
 	vms []kubevirtv1.VirtualMachineInstance
+	// hostNodes says, for each host node a VMI is on, why it is not ready ("" when
+	// it is), for condition HostNodesReady.
+	hostNodes map[string]string
 	// heldVersion is the version still rolling out while spec.version asks for
 	// another (see heldVersion); empty when none is held.
 	heldVersion string

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
@@ -21,20 +23,53 @@ import (
 )
 
 // What the tenant's VMs say of the host nodes they run on: whether VMs of one pool
-// share a node (condition HostSpread) and whether KubeVirt could live-migrate them
-// (condition LiveMigratable). Both are read from the VMIs, which carry the labels
-// of the VM template knest renders (pkg/vmtemplate).
+// share a node (condition HostSpread), whether KubeVirt could live-migrate them
+// (condition LiveMigratable), and whether their nodes are ready (condition
+// HostNodesReady). Read from the VMIs, which carry the labels of the VM template
+// knest renders (pkg/vmtemplate), and from those VMIs' host nodes.
 
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get
 
-// observeVMs reads the tenant's VMIs.
+// observeVMs reads the tenant's VMIs and the host nodes they are on. Nodes are read
+// uncached: the controller watches none, and a tenant's VMs are on a few.
 func (r *Reconciler) observeVMs(ctx context.Context, s *scope) error {
 	list := &kubevirtv1.VirtualMachineInstanceList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(s.nc.Namespace), client.MatchingLabels{knestv1.ClusterNameLabel: s.nc.Name}); err != nil {
 		return fmt.Errorf("failed to list the VirtualMachineInstances: %w", err)
 	}
 	s.vms = list.Items
+	s.hostNodes = map[string]string{}
+	for _, vm := range s.vms {
+		name := vm.Status.NodeName
+		if _, seen := s.hostNodes[name]; seen || name == "" {
+			continue
+		}
+		node := &corev1.Node{}
+		switch err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, node); {
+		case apierrors.IsNotFound(err):
+			s.hostNodes[name] = "is gone"
+		case err != nil:
+			return fmt.Errorf("failed to read host node %s: %w", name, err)
+		default:
+			s.hostNodes[name] = hostNodeNotReady(node)
+		}
+	}
 	return nil
+}
+
+// hostNodeNotReady says why node is not ready, "" when it is.
+func hostNodeNotReady(node *corev1.Node) string {
+	for _, c := range node.Status.Conditions {
+		if c.Type != corev1.NodeReady {
+			continue
+		}
+		if c.Status == corev1.ConditionTrue {
+			return ""
+		}
+		return fmt.Sprintf("is not ready (Ready %s since %s)", c.Status, c.LastTransitionTime.UTC().Format(time.RFC3339))
+	}
+	return "is not ready (it has not reported)"
 }
 
 // vmsOfNestedCluster maps a VMI to its NestedCluster, which lives in its namespace.
@@ -56,8 +91,19 @@ var vmPlacementChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) b
 	}
 	return o.Status.Phase != n.Status.Phase || o.Status.NodeName != n.Status.NodeName ||
 		o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
-		migratableState(o) != migratableState(n)
+		migratableState(o) != migratableState(n) || vmReady(o) != vmReady(n)
 }}
+
+// vmReady is KubeVirt's Ready condition of a VMI, which falls when its host node
+// stops answering: a reconcile then reads the node.
+func vmReady(vm *kubevirtv1.VirtualMachineInstance) corev1.ConditionStatus {
+	for _, c := range vm.Status.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineInstanceReady {
+			return c.Status
+		}
+	}
+	return ""
+}
 
 // migratableState is what the conditions read of KubeVirt's LiveMigratable.
 func migratableState(vm *kubevirtv1.VirtualMachineInstance) string {
@@ -173,6 +219,37 @@ func setLiveMigratableCondition(nc *knestv1.NestedCluster, vms []kubevirtv1.Virt
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.NotLiveMigratableReason
 		cond.Message = "KubeVirt cannot live-migrate " + strings.Join(cannot, "; ") +
 			". A host drain has CAPK drain each such tenant node, then KubeVirt restarts its VM on another host node"
+	}
+	conditions.Set(nc, cond)
+}
+
+// setHostNodesReadyCondition names the tenant's VMs whose host node is not ready or
+// gone: lost until the node is back or declared gone (docs/design/host-maintenance.md).
+func setHostNodesReadyCondition(nc *knestv1.NestedCluster, vms []kubevirtv1.VirtualMachineInstance, nodes map[string]string) {
+	var lost []string
+	on := 0
+	for i := range vms {
+		vm := &vms[i]
+		if vm.Status.NodeName == "" {
+			continue
+		}
+		on++
+		if why := nodes[vm.Status.NodeName]; why != "" {
+			lost = append(lost, fmt.Sprintf("%s (%s) on host node %s, which %s", vm.Name, poolOf(vm), vm.Status.NodeName, why))
+		}
+	}
+	if on == 0 {
+		conditions.Delete(nc, knestv1.HostNodesReadyCondition)
+		return
+	}
+	cond := metav1.Condition{Type: knestv1.HostNodesReadyCondition, Status: metav1.ConditionTrue, Reason: knestv1.HostNodesReadyReason,
+		Message: "Every host node running a VM of the tenant is ready"}
+	if len(lost) > 0 {
+		slices.Sort(lost)
+		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.HostNodeNotReadyReason
+		cond.Message = strings.Join(lost, "; ") + ". KubeVirt restarts such a VM on another node only once its node is back, " +
+			"or declared gone: delete the Node object or taint it node.kubernetes.io/out-of-service (docs/design/host-maintenance.md#a-node-lost); " +
+			"the tenant node's health check replaces its Machine meanwhile"
 	}
 	conditions.Set(nc, cond)
 }

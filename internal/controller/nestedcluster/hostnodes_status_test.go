@@ -64,3 +64,69 @@ func TestStatusSaysWhereTheVMsRun(t *testing.T) {
 	g.Expect(conditions.IsTrue(nc, knestv1.ReadyCondition)).To(BeFalse(), "Cluster API has reported nothing")
 	g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).NotTo(ContainSubstring("host node"), "neither condition decides Ready")
 }
+
+// A VM whose host node stops being ready, or whose node is gone, is named in
+// condition HostNodesReady with the step that frees it; when the node is ready
+// again (KubeVirt's Ready of the VMI back up), the condition is True.
+func TestStatusNamesVMsOnLostHostNodes(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startController(t)
+	ns := namespace(t)
+	nc := testenv.NestedCluster(ns, "lost")
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+	waitForGraph(g, nc)
+
+	// Host nodes as their kubelets report them; names of this test's own.
+	node := func(name string, ready corev1.ConditionStatus) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}}
+		g.Expect(env.Client.Create(ctx, n)).To(Succeed())
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
+		setNodeReady(g, n, ready)
+		return n
+	}
+	up, down := node("up", corev1.ConditionTrue), node("down", corev1.ConditionUnknown)
+	run := func(name, host string, ready corev1.ConditionStatus) *kubevirtv1.VirtualMachineInstance {
+		tmpl := vmtemplate.Build(vmtemplate.Input{ClusterName: "lost", Pool: "workers", Image: "knest.local/node:test"}).Spec.Template
+		vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.ObjectMeta.Labels}, Spec: tmpl.Spec}
+		g.Expect(env.Client.Create(ctx, vmi)).To(Succeed())
+		env.SetVMIStatus(g, vmi, func(s *kubevirtv1.VirtualMachineInstanceStatus) {
+			s.Phase, s.NodeName = kubevirtv1.Running, host
+			s.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceReady, Status: ready}}
+		})
+		return vmi
+	}
+	run("lost-w1", up.Name, corev1.ConditionTrue)
+	w2 := run("lost-w2", down.Name, corev1.ConditionFalse)
+	run("lost-w3", ns+"-gone", corev1.ConditionFalse)
+	g.Eventually(func(g Gomega) {
+		env.Get(g, nc)
+		g.Expect(conditions.GetReason(nc, knestv1.HostNodesReadyCondition)).To(Equal(knestv1.HostNodeNotReadyReason))
+		msg := conditions.GetMessage(nc, knestv1.HostNodesReadyCondition)
+		g.Expect(msg).To(HavePrefix("lost-w2 (pool workers) on host node " + down.Name + ", which is not ready (Ready Unknown since "))
+		g.Expect(msg).To(ContainSubstring("; lost-w3 (pool workers) on host node " + ns + "-gone, which is gone. "))
+		g.Expect(msg).To(ContainSubstring("delete the Node object or taint it node.kubernetes.io/out-of-service"))
+		g.Expect(msg).NotTo(ContainSubstring("lost-w1"))
+	}, timeout, interval).Should(Succeed())
+
+	// down is back, and the VMI on the gone node went with it (KubeVirt cleans up
+	// once the Node object is deleted).
+	setNodeReady(g, down, corev1.ConditionTrue)
+	g.Expect(env.Client.Delete(ctx, &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lost-w3"}})).To(Succeed())
+	env.SetVMIStatus(g, w2, func(s *kubevirtv1.VirtualMachineInstanceStatus) {
+		s.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceReady, Status: corev1.ConditionTrue}}
+	})
+	g.Eventually(func(g Gomega) {
+		env.Get(g, nc)
+		g.Expect(conditions.IsTrue(nc, knestv1.HostNodesReadyCondition)).To(BeTrue(), conditions.GetMessage(nc, knestv1.HostNodesReadyCondition))
+	}, timeout, interval).Should(Succeed())
+	g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).NotTo(ContainSubstring("host node"), "not part of Ready")
+}
+
+// setNodeReady writes a host node's Ready condition, as its kubelet or the node
+// lifecycle controller would.
+func setNodeReady(g Gomega, n *corev1.Node, ready corev1.ConditionStatus) {
+	env.Get(g, n)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
+	g.Expect(env.Client.Status().Update(context.Background(), n)).To(Succeed())
+}

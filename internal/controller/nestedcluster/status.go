@@ -37,6 +37,7 @@ var ownedConditions = []string{
 	knestv1.StorageReadyCondition,
 	knestv1.HostSpreadCondition,
 	knestv1.LiveMigratableCondition,
+	knestv1.HostNodesReadyCondition,
 }
 
 // summarize computes the NestedCluster's status from what one reconcile observed
@@ -97,6 +98,7 @@ func summarize(nc *knestv1.NestedCluster, s *scope, applyErr error) {
 	setStorageReadyCondition(nc, s)
 	setHostSpreadCondition(nc, s.vms)
 	setLiveMigratableCondition(nc, s.vms)
+	setHostNodesReadyCondition(nc, s.vms, s.hostNodes)
 	setReadyCondition(nc)
 	st.Phase = phase(nc, s, initialized, applyErr)
 }
