@@ -56,8 +56,6 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Timeout bounds each request to a tenant's API.
 	Timeout time.Duration
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
 }
 
 // SetupWithManager watches knest's Machines; a Machine comes back when its node
@@ -113,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	renewed, err := Keep(ctx, cs.CoreV1().Secrets(metav1.NamespaceSystem), token, r.now())
+	renewed, err := Keep(ctx, cs.CoreV1().Secrets(metav1.NamespaceSystem), token, time.Now())
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("failed to keep the bootstrap token of machine %s: %w", m.Name, err)
 	}
@@ -121,13 +119,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		ctrl.LoggerFrom(ctx).V(1).Info("Renewed the bootstrap token of a joined worker", "node", m.Status.NodeRef.Name)
 	}
 	return ctrl.Result{RequeueAfter: TTL / 3}, nil
-}
-
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
 }
 
 // Keep makes token (id.secret) valid until now+TTL in secrets (a tenant's
