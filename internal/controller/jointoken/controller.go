@@ -10,8 +10,9 @@
 // instances joining at any time; this does that for each Machine of a knest pool,
 // while the Machine exists. The trade is the same: a token that can join a node
 // lives as long as its Machine, on the VM's cloud-init disk and in the host's
-// user-data Secret. Control-plane machines are left alone: one restarted from its
-// container disk has lost its etcd member, and a new join would not bring it back.
+// user-data Secret. Control-plane machines are left alone: a single one comes back
+// from its etcd disk with `kubeadm init`, which needs no token, and a joined member
+// joining again would meet its own etcd member, so its health check replaces it.
 package jointoken
 
 import (
