@@ -28,20 +28,12 @@ func TestStatusSaysWhereTheVMsRun(t *testing.T) {
 	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
 	waitForGraph(g, nc)
 
-	// A VMI as CAPK makes it from knest's VM template, its status as virt-handler
-	// writes it.
 	run := func(cluster, name, node string, notMigratable string) *kubevirtv1.VirtualMachineInstance {
-		tmpl := vmtemplate.Build(vmtemplate.Input{ClusterName: cluster, Pool: "workers", Image: "knest.local/node:test"}).Spec.Template
-		vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.ObjectMeta.Labels}, Spec: tmpl.Spec}
-		g.Expect(env.Client.Create(ctx, vmi)).To(Succeed())
 		migratable := kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstanceIsMigratable, Status: corev1.ConditionTrue}
 		if notMigratable != "" {
 			migratable.Status, migratable.Reason, migratable.Message = corev1.ConditionFalse, notMigratable, "cannot migrate VMI which does not use masquerade"
 		}
-		env.SetVMIStatus(g, vmi, func(s *kubevirtv1.VirtualMachineInstanceStatus) {
-			s.Phase, s.NodeName, s.Conditions = kubevirtv1.Running, node, []kubevirtv1.VirtualMachineInstanceCondition{migratable}
-		})
-		return vmi
+		return runningVMI(g, ns, cluster, name, node, migratable)
 	}
 	w1 := run("placed", "placed-w1", "host-a", kubevirtv1.VirtualMachineInstanceReasonInterfaceNotMigratable)
 	run("placed", "placed-w2", "host-a", kubevirtv1.VirtualMachineInstanceReasonInterfaceNotMigratable)
@@ -87,14 +79,7 @@ func TestStatusNamesVMsOnLostHostNodes(t *testing.T) {
 	}
 	up, down := node("up", corev1.ConditionTrue), node("down", corev1.ConditionUnknown)
 	run := func(name, host string, ready corev1.ConditionStatus) *kubevirtv1.VirtualMachineInstance {
-		tmpl := vmtemplate.Build(vmtemplate.Input{ClusterName: "lost", Pool: "workers", Image: "knest.local/node:test"}).Spec.Template
-		vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.ObjectMeta.Labels}, Spec: tmpl.Spec}
-		g.Expect(env.Client.Create(ctx, vmi)).To(Succeed())
-		env.SetVMIStatus(g, vmi, func(s *kubevirtv1.VirtualMachineInstanceStatus) {
-			s.Phase, s.NodeName = kubevirtv1.Running, host
-			s.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceReady, Status: ready}}
-		})
-		return vmi
+		return runningVMI(g, ns, "lost", name, host, kubevirtv1.VirtualMachineInstanceCondition{Type: kubevirtv1.VirtualMachineInstanceReady, Status: ready})
 	}
 	run("lost-w1", up.Name, corev1.ConditionTrue)
 	w2 := run("lost-w2", down.Name, corev1.ConditionFalse)
@@ -129,4 +114,17 @@ func setNodeReady(g Gomega, n *corev1.Node, ready corev1.ConditionStatus) {
 	env.Get(g, n)
 	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}
 	g.Expect(env.Client.Status().Update(context.Background(), n)).To(Succeed())
+}
+
+// runningVMI creates a worker VMI of cluster as CAPK makes it from knest's VM
+// template, and writes its status as virt-handler does: Running on node, with
+// conditions.
+func runningVMI(g Gomega, ns, cluster, name, node string, conditions ...kubevirtv1.VirtualMachineInstanceCondition) *kubevirtv1.VirtualMachineInstance {
+	tmpl := vmtemplate.Build(vmtemplate.Input{ClusterName: cluster, Pool: "workers", Image: "knest.local/node:test"}).Spec.Template
+	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.ObjectMeta.Labels}, Spec: tmpl.Spec}
+	g.Expect(env.Client.Create(context.Background(), vmi)).To(Succeed())
+	env.SetVMIStatus(g, vmi, func(s *kubevirtv1.VirtualMachineInstanceStatus) {
+		s.Phase, s.NodeName, s.Conditions = kubevirtv1.Running, node, conditions
+	})
+	return vmi
 }
