@@ -42,7 +42,8 @@ e2e: $(KIND_PREREQS) ## Bring up the kind host, run the kind checks, then a host
 	tests='$(E2E_TESTS)'; [ -n "$$tests" ] || { [ "$$KNEST_E2E_ACCEL" = kvm ] && tests='$(E2E_TESTS_KVM)' || tests='$(E2E_TESTS_TCG)'; }; \
 	echo "e2e: $$tests (guests under $$KNEST_E2E_ACCEL)"; \
 	KNEST_E2E_STATE_DIR=$(E2E_STATE_DIR) KNEST_E2E_FULL=$(KNEST_E2E_FULL) KNEST_E2E_SECOND_CLUSTER=$(KNEST_E2E_SECOND_CLUSTER) \
-		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run "^($$tests)\$$" $(GO_TEST_FLAGS) ./e2e/tenant
+		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run "^($$tests)\$$" $(GO_TEST_FLAGS) ./e2e/tenant 2>&1 | tee $(E2E_STATE_DIR)/e2e.log \
+		|| { status=$$?; hack/test-failures.sh $(E2E_STATE_DIR)/e2e.log; exit $$status; }
 
 .PHONY: e2e-vm
 e2e-vm: ## As e2e, with only the tenant whose control plane is a VM.

@@ -635,9 +635,14 @@ func expectJoinTokensKept(t *testing.T, key client.ObjectKey, tc tenant) {
 		g.Expect(expires).To(BeTemporally(">", time.Now().Add(time.Minute)), "the bootstrap token of %s", m.Name)
 		cfgAs := rest.AnonymousClientConfig(tc.cfg)
 		cfgAs.BearerToken = token
-		review, err := kubernetes.NewForConfigOrDie(cfgAs).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-		g.Expect(err).NotTo(HaveOccurred(), "the bootstrap token of %s authenticates", m.Name)
-		g.Expect(review.Status.UserInfo.Groups).To(ContainElement("system:bootstrappers:kubeadm:default-node-token"))
+		// A new connection, unlike tc's: retried for a moment in case the Service
+		// has just taken its API server back; a token that does not authenticate
+		// fails every try.
+		g.Eventually(func(g Gomega) {
+			review, err := kubernetes.NewForConfigOrDie(cfgAs).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+			g.Expect(err).NotTo(HaveOccurred(), "the bootstrap token of %s authenticates", m.Name)
+			g.Expect(review.Status.UserInfo.Groups).To(ContainElement("system:bootstrappers:kubeadm:default-node-token"))
+		}, time.Minute, poll).Should(Succeed())
 		checked++
 	}
 	g.Expect(checked).To(BeNumerically(">", 0), "joined workers of %s", key)

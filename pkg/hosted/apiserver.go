@@ -41,7 +41,7 @@ func Service(hcp *hcpv1.HostedControlPlane, cluster string) *corev1.Service {
 		ObjectMeta: in.meta(ServiceName(cluster), ""),
 		Spec: corev1.ServiceSpec{
 			Type:     t,
-			Selector: selector(cluster, ComponentAPIServer),
+			Selector: APIServerSelector(cluster),
 			Ports: []corev1.ServicePort{
 				{Name: "https", Port: APIServerPort, TargetPort: intstr.FromInt32(APIServerPort), Protocol: corev1.ProtocolTCP},
 				{Name: "konnectivity", Port: KonnectivityPort, TargetPort: intstr.FromInt32(KonnectivityPort), Protocol: corev1.ProtocolTCP},
@@ -143,7 +143,7 @@ func (in Input) Deployment(configHash string) *appsv1.Deployment {
 	readiness.FailureThreshold = 3
 	liveness := probe("/livez")
 	startup := in.startupProbe(liveness.ProbeHandler)
-	podLabels := selector(c, ComponentAPIServer)
+	podLabels := APIServerSelector(c)
 	d := &appsv1.Deployment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
 		ObjectMeta: in.meta(DeploymentName(c), ComponentAPIServer),

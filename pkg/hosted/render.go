@@ -65,6 +65,25 @@ func APIPolicyName(cluster string) string  { return cluster + "-control-plane" }
 // EtcdSelector selects the cluster's etcd pods.
 func EtcdSelector(cluster string) map[string]string { return selector(cluster, ComponentEtcd) }
 
+// APIServerSelector selects the cluster's API server pods.
+func APIServerSelector(cluster string) map[string]string {
+	return selector(cluster, ComponentAPIServer)
+}
+
+// PodReady: the pod is ready and not going, so its Service sends new connections
+// to it.
+func PodReady(p *corev1.Pod) bool {
+	if !p.DeletionTimestamp.IsZero() {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
 // EtcdMembers is the number of members of a hosted etcd.
 func EtcdMembers(hcp *hcpv1.HostedControlPlane) int { return max(1, int(hcp.Spec.Etcd.Members)) }
 

@@ -3,6 +3,7 @@ package etcdbackup
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -97,7 +98,11 @@ func (r *Reconciler) restoreHosted(ctx context.Context, nc *knestv1.NestedCluste
 				return ctrl.Result{}, err
 			}
 		}
-		return r.verify(ctx, nc, jobs)
+		notReady, err := r.apiServerNotReady(ctx, nc)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.verify(ctx, nc, jobs, notReady)
 	}
 	if _, stopped := hcp.Annotations[hcpv1.EtcdStoppedAnnotation]; !stopped {
 		p := client.MergeFrom(hcp.DeepCopy())
@@ -165,7 +170,8 @@ func (r *Reconciler) restoreVM(ctx context.Context, nc *knestv1.NestedCluster, i
 				return ctrl.Result{}, err
 			}
 		}
-		return r.verify(ctx, nc, jobs)
+		// The VM booted again: no connection from before reaches it.
+		return r.verify(ctx, nc, jobs, "")
 	}
 	if !vmtemplate.HasEtcdDisk(vm) {
 		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed,
@@ -277,11 +283,28 @@ func jobCondition(job *batchv1.Job, t batchv1.JobConditionType) *batchv1.JobCond
 // control plane boots, under emulation, in a few minutes.
 const verifyTimeout = 30 * time.Minute
 
+// apiServerNotReady says why new clients cannot reach a hosted API server yet, or
+// "". One that lost etcd for the restore failed its readiness probe and is out of
+// its Service until the next probe passes, while the connection knest kept from
+// before still reaches it: its answer alone would call the restore done while
+// `kubectl` is refused.
+func (r *Reconciler) apiServerNotReady(ctx context.Context, nc *knestv1.NestedCluster) (string, error) {
+	pods := &corev1.PodList{}
+	if err := r.APIReader.List(ctx, pods, client.InNamespace(nc.Namespace), client.MatchingLabels(hosted.APIServerSelector(nc.Name))); err != nil {
+		return "", err
+	}
+	if slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return hosted.PodReady(&p) }) {
+		return "", nil
+	}
+	return "no API server pod is ready yet", nil
+}
+
 // verify ends the restore once etcd runs again: failed with the Job's last words
 // when it failed; succeeded when the tenant's API answers as the cluster knest
-// knows (status.tenantID), so that a restore is not called done while its control
+// knows (status.tenantID) and nothing else keeps new clients out (notReady, empty
+// when nothing does), so that a restore is not called done while its control
 // plane still boots.
-func (r *Reconciler) verify(ctx context.Context, nc *knestv1.NestedCluster, jobs []batchv1.Job) (ctrl.Result, error) {
+func (r *Reconciler) verify(ctx context.Context, nc *knestv1.NestedCluster, jobs []batchv1.Job, notReady string) (ctrl.Result, error) {
 	var ended time.Time
 	for i := range jobs {
 		if failed := jobCondition(&jobs[i], batchv1.JobFailed); failed != nil {
@@ -296,12 +319,16 @@ func (r *Reconciler) verify(ctx context.Context, nc *knestv1.NestedCluster, jobs
 		}
 	}
 	id, err := r.Tenants.TenantID(ctx, nc)
-	if err == nil && (nc.Status.TenantID == "" || id == nc.Status.TenantID) {
+	same := err == nil && (nc.Status.TenantID == "" || id == nc.Status.TenantID)
+	if same && notReady == "" {
 		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreSucceeded, "")
 	}
 	why := fmt.Sprintf("it answers as another cluster (kube-system %s, not %s)", id, nc.Status.TenantID)
-	if err != nil {
+	switch {
+	case err != nil:
 		why = err.Error()
+	case same:
+		why = notReady
 	}
 	if r.now().Sub(ended) > verifyTimeout {
 		return ctrl.Result{}, r.finish(ctx, nc, knestv1.RestoreFailed,

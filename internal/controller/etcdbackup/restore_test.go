@@ -142,6 +142,28 @@ func TestHostedRestoreStopsEtcdRunsTheJobAndStartsItAgain(t *testing.T) {
 		nc.Status.TenantID = known
 		return env.Client.Status().Update(ctx, nc)
 	}, timeout, interval).Should(Succeed())
+
+	// The API answers as the same cluster (over the controller's connection), but
+	// its pod is out of its Service, unready since etcd stopped: new clients would
+	// be refused, so the restore is not done yet (no kubelet here: the test plays
+	// the API server's pod).
+	apiServer := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rh-control-plane-0", Labels: hosted.APIServerSelector(nc.Name)},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "kube-apiserver", Image: "registry.k8s.io/kube-apiserver:v1.35.4"}}},
+	}
+	g.Expect(env.Client.Create(ctx, apiServer)).To(Succeed())
+	apiServer.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	g.Expect(env.Client.Status().Update(ctx, apiServer)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		env.Get(g, nc)
+		g.Expect(nc.Status.Backup.Restore.Message).To(HaveSuffix("waiting for the tenant's API: no API server pod is ready yet"))
+	}, timeout, interval).Should(Succeed())
+	g.Consistently(func(g Gomega) {
+		env.Get(g, nc)
+		g.Expect(nc.Status.Backup.Restore.Phase).To(Equal(knestv1.RestoreRunning))
+	}, 2*time.Second, interval).Should(Succeed())
+	apiServer.Status.Conditions[0].Status = corev1.ConditionTrue
+	g.Expect(env.Client.Status().Update(ctx, apiServer)).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		env.Get(g, nc)
 		g.Expect(nc.Annotations).NotTo(HaveKey(knestv1.RestoreFromAnnotation))

@@ -60,7 +60,7 @@ func (r *Reconciler) reconcileEtcdMembers(ctx context.Context, s *scope) (stepRe
 	var notReady []member
 	for i := range members {
 		m := member{index: i, pod: byName[hosted.EtcdMember(c, ns, i).Name]}
-		if m.pod != nil && podReady(m.pod) {
+		if m.pod != nil && hosted.PodReady(m.pod) {
 			ready++
 			continue
 		}
@@ -266,18 +266,6 @@ func volumeNode(pv *corev1.PersistentVolume) string {
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func podReady(p *corev1.Pod) bool {
-	if !p.DeletionTimestamp.IsZero() {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
 		}
 	}
