@@ -3,7 +3,6 @@ package etcdbackup
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -293,8 +292,10 @@ func (r *Reconciler) apiServerNotReady(ctx context.Context, nc *knestv1.NestedCl
 	if err := r.APIReader.List(ctx, pods, client.InNamespace(nc.Namespace), client.MatchingLabels(hosted.APIServerSelector(nc.Name))); err != nil {
 		return "", err
 	}
-	if slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return hosted.PodReady(&p) }) {
-		return "", nil
+	for i := range pods.Items {
+		if hosted.PodReady(&pods.Items[i]) {
+			return "", nil
+		}
 	}
 	return "no API server pod is ready yet", nil
 }
