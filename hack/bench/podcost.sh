@@ -26,7 +26,7 @@ sample() {
   local cpu=0 mem=0 uid node dir
   for p in "${pods[@]}"; do
     read -r uid node <<<"$p"
-    dir=$("$engine" exec "$node" sh -c "find /sys/fs/cgroup/cpuacct -maxdepth 5 -type d -name '*pod${uid//-/_}.slice' | head -1")
+    dir=$("$engine" exec "$node" sh -c "find /sys/fs/cgroup/cpuacct -maxdepth 5 -type d \\( -name '*pod${uid//-/_}.slice' -o -name 'pod${uid}' \\) | head -1")
     [ -n "$dir" ] || { echo "no cgroup for pod $uid on $node" >&2; exit 1; }
     local rel=${dir#/sys/fs/cgroup/cpuacct/}
     read -r c u i < <("$engine" exec "$node" sh -c "cat /sys/fs/cgroup/cpuacct/$rel/cpuacct.usage \

@@ -98,10 +98,23 @@ else
   mkdir -p "$KIND_SHARED_DIR"
   node_mounts=$'\n  extraMounts:\n  - {hostPath: '"$KIND_SHARED_DIR"$', containerPath: /var/knest-shared}'
   if ! $emulation; then node_mounts+=$'\n  - {hostPath: /dev/kvm, containerPath: /dev/kvm}'; fi
+  # On a cgroup v1 host the node's containerd drives runc's cgroupfs driver, not
+  # systemd's (the kubelet takes the driver from containerd). runc's systemd v1 driver
+  # freezes every new container while systemd rewrites its device rules, and fails
+  # the start when the freeze takes more than 2 s ("unable to freeze"): starting four
+  # hosted tenants at once failed 18 container starts, local-path's helper pods
+  # among them, whose volumes then waited out the helper's whole timeout. The
+  # cgroupfs driver writes device rules without freezing.
+  containerd_patches=""
+  if [[ $(stat -fc %T /sys/fs/cgroup) != cgroup2fs ]]; then
+    containerd_patches=$'containerdConfigPatches:\n- |-\n'
+    containerd_patches+=$'  [plugins.\'io.containerd.cri.v1.runtime\'.containerd.runtimes.runc.options]\n    SystemdCgroup = false'
+  fi
   "$KIND" create cluster --name "$KIND_CLUSTER" --image "$kind_image" --kubeconfig "$KIND_KUBECONFIG" \
     --wait 5m --config - <<EOF
 kind: Cluster
 apiVersion: kind.x-k8s.io/v1alpha4
+$containerd_patches
 networking:
   podSubnet: $pod_cidr
   serviceSubnet: $service_cidr

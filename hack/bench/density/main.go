@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,6 +151,9 @@ func run(ctx context.Context, o options) error {
 	fmt.Print("\n" + report)
 	if o.out == "" {
 		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+		return err
 	}
 	if err := os.WriteFile(o.out, []byte(report), 0o644); err != nil {
 		return err
