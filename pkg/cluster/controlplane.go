@@ -69,7 +69,7 @@ func (r renderer) controlPlane(templateName string) *controlplanev1.KubeadmContr
 	nodeRegistration := bootstrapv1.NodeRegistrationOptions{CRISocket: criSocket, KubeletExtraArgs: slowHostKubeletArgs(r.opts.HostSlowdown)}
 	resumeFile, resumeCommands := resumeBootstrap("init")
 	etcdArgs := etcdRaftArgs()
-	files := append(probePatches(), resumeFile)
+	files := append(probePatches(r.opts.HostSlowdown), resumeFile)
 	var pre []string
 	if d := r.etcdDisk(); d != nil {
 		etcdArgs = append(etcdArgs, bootstrapv1.Arg{Name: "quota-backend-bytes", Value: ptr(strconv.FormatInt(hosted.EtcdQuotaBytes(d.Size), 10))})
@@ -208,15 +208,19 @@ const patchDir = "/etc/kubernetes/knest-patches"
 // minutes more of the same load: measured under qemu TCG, the liveness probe killed
 // a kube-apiserver that answered /livez in over 15 s, and its first start took 5 min.
 // With these a component is restarted after 4 minutes of failed probes, and may take
-// 10 minutes to start. The API server's readiness probe (only it has one) runs every
-// 10 s instead of every second: each probe is a TLS handshake, which under emulation
-// is CPU the API server then lacks.
-func probePatches() []bootstrapv1.File {
+// 10 minutes times the host's slowdown to start, as long as kubeadm waits for it
+// (controlPlaneTimeouts): a startup window shorter than kubeadm's wait restarts an
+// API server that is slow, not stuck, every 10 minutes, and it never comes up. The
+// API server's readiness probe (only it has one) runs every 10 s instead of every
+// second: each probe is a TLS handshake, which under emulation is CPU the API server
+// then lacks.
+func probePatches(slowdown int) []bootstrapv1.File {
+	startupFailures := strconv.Itoa(20 * max(slowdown, 1))
 	var files []bootstrapv1.File
 	for _, c := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
 		content := "spec:\n  containers:\n  - name: " + c + "\n" +
 			"    livenessProbe: {timeoutSeconds: 30, failureThreshold: 8, periodSeconds: 30}\n" +
-			"    startupProbe: {timeoutSeconds: 30, failureThreshold: 20, periodSeconds: 30}\n"
+			"    startupProbe: {timeoutSeconds: 30, failureThreshold: " + startupFailures + ", periodSeconds: 30}\n"
 		if c == "kube-apiserver" {
 			content += "    readinessProbe: {timeoutSeconds: 30, periodSeconds: 10}\n"
 		}

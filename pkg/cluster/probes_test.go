@@ -2,6 +2,7 @@ package cluster_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"path"
 	"strings"
 	"testing"
@@ -35,12 +36,22 @@ func kubeadmPod(name string) *corev1.Pod {
 
 // The control plane's patches are applied the way kubeadm applies them (strategic
 // merge by file name): they change timing only, keep every probe's handler and add
-// no probe a component does not have.
+// no probe a component does not have. A component may take as long to start as
+// kubeadm waits for it, on a slow host too.
 func TestProbePatchesApplyToKubeadmManifests(t *testing.T) {
+	for _, slowdown := range []int{1, 3} {
+		t.Run(fmt.Sprint("slowdown ", slowdown), func(t *testing.T) {
+			testProbePatches(t, slowdown)
+		})
+	}
+}
+
+func testProbePatches(t *testing.T, slowdown int) {
 	g := NewWithT(t)
-	graph, err := cluster.Render(demo(), cluster.Options{})
+	graph, err := cluster.Render(demo(), cluster.Options{HostSlowdown: slowdown})
 	g.Expect(err).NotTo(HaveOccurred())
 	kcs := graph.ControlPlane.Spec.KubeadmConfigSpec
+	kubeadmWait := *kcs.InitConfiguration.Timeouts.ControlPlaneComponentHealthCheckSeconds
 	dir := kcs.InitConfiguration.Patches.Directory
 	g.Expect(kcs.JoinConfiguration.Patches.Directory).To(Equal(dir))
 
@@ -72,7 +83,8 @@ func TestProbePatchesApplyToKubeadmManifests(t *testing.T) {
 			g.Expect(p.TimeoutSeconds).To(BeEquivalentTo(30), target)
 		}
 		g.Expect(c.LivenessProbe.PeriodSeconds*c.LivenessProbe.FailureThreshold).To(BeEquivalentTo(240), target)
-		g.Expect(c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold).To(BeEquivalentTo(600), target)
+		g.Expect(c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold).To(BeEquivalentTo(600*slowdown), target)
+		g.Expect(c.StartupProbe.PeriodSeconds*c.StartupProbe.FailureThreshold).To(BeNumerically(">=", kubeadmWait), target)
 		if target == "kube-apiserver" {
 			g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
 			g.Expect(c.ReadinessProbe.PeriodSeconds).To(BeEquivalentTo(10))
