@@ -384,6 +384,11 @@ for ns_deploy in capi-system/capi-controller-manager capi-kubeadm-bootstrap-syst
   kubectl -n "${ns_deploy%/*}" rollout status "deploy/${ns_deploy#*/}" --timeout=10m
 done
 
+# knest's controller watches VirtualMachineInstances and exits while their kind is
+# unknown; virt-operator creates KubeVirt's CRDs early in its install, well before
+# KubeVirt is Available, so waiting for this one costs seconds, not restarts.
+wait_for 600 Established crd/virtualmachineinstances.kubevirt.io
+
 step "knest controller: kubectl apply -k config/default (knest.local/knest:$knest_tag, --cpu-allocation-ratio=$KNEST_CPU_ALLOCATION_RATIO --node-startup-timeout=$KNEST_NODE_STARTUP_TIMEOUT --host-slowdown=$KNEST_HOST_SLOWDOWN)"
 # config/default with that image, through an overlay in a copy of config/.
 cp -R config "$tmp/config"
