@@ -11,6 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
@@ -41,10 +44,10 @@ type Applier struct {
 	ReadBack bool
 }
 
-// Apply server-side applies desired, owned by owner, unless the current object
-// already carries the same applied hash; an existing object without owner among its
-// owners is refused with a *NotOwnedError and left as it is. It reports whether it
-// wrote.
+// Apply creates desired, owned by owner, or server-side applies it, unless the
+// current object already carries the same applied hash; an existing object without
+// owner among its owners is refused with a *NotOwnedError and left as it is. It
+// reports whether it wrote.
 func (a *Applier) Apply(ctx context.Context, owner, desired client.Object) (bool, error) {
 	scheme := a.Client.Scheme()
 	setOwner := controllerutil.SetControllerReference
@@ -64,6 +67,7 @@ func (a *Applier) Apply(ctx context.Context, owner, desired client.Object) (bool
 	}
 
 	current := desired.DeepCopyObject().(client.Object)
+	exists := true
 	switch err := a.Client.Get(ctx, client.ObjectKeyFromObject(desired), current); {
 	case err == nil:
 		if !ownedBy(current, owner) {
@@ -81,7 +85,9 @@ func (a *Applier) Apply(ctx context.Context, owner, desired client.Object) (bool
 			}
 			return false, nil
 		}
-	case !apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err):
+		exists = false
+	default:
 		return false, err
 	}
 
@@ -91,8 +97,18 @@ func (a *Applier) Apply(ctx context.Context, owner, desired client.Object) (bool
 	}
 	annotations[HashAnnotation] = hash
 	u.SetAnnotations(annotations)
-	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(a.FieldOwner), client.ForceOwnership); err != nil {
-		return false, fmt.Errorf("failed to apply %s %s: %w", u.GetKind(), u.GetName(), err)
+	created := false
+	if exists {
+		if err := a.adoptCreatedFields(ctx, current); err != nil {
+			return false, err
+		}
+	} else if created, err = a.create(ctx, u); err != nil {
+		return false, err
+	}
+	if !created {
+		if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(a.FieldOwner), client.ForceOwnership); err != nil {
+			return false, fmt.Errorf("failed to apply %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
 	}
 	if a.ReadBack {
 		if err := fromUnstructured(u, desired); err != nil {
@@ -101,6 +117,49 @@ func (a *Applier) Apply(ctx context.Context, owner, desired client.Object) (bool
 	}
 	return true, nil
 }
+
+// create creates u (a POST) as the field manager createOwner, not by server-side
+// apply: an apply that creates costs the API server about half again the CPU of a
+// plain create (measured on the test bed with the objects of 40 clusters: 2.6–2.9
+// against 1.6–2.3 ms each), and creating is most of what the controller writes. It
+// reports false, and the caller applies, when the object exists after all (the
+// cache had not seen it yet).
+func (a *Applier) create(ctx context.Context, u *unstructured.Unstructured) (bool, error) {
+	obj := u.DeepCopy()
+	switch err := a.Client.Create(ctx, obj, client.FieldOwner(a.createOwner())); {
+	case err == nil:
+		*u = *obj
+		return true, nil
+	case apierrors.IsAlreadyExists(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("failed to create %s %s: %w", u.GetKind(), u.GetName(), err)
+	}
+}
+
+// adoptCreatedFields hands the fields of current that create wrote (an Update
+// entry of createOwner in its managed fields) to the apply field manager, the way
+// `kubectl apply --server-side` upgrades objects made by a client-side apply, so
+// that what a later apply leaves out is removed as if apply had created it. One
+// write, the first time an object create made changes; none after, nor for objects
+// apply made.
+func (a *Applier) adoptCreatedFields(ctx context.Context, current client.Object) error {
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(current, sets.New(a.createOwner()), a.FieldOwner)
+	if err != nil || patch == nil {
+		return err
+	}
+	if err := a.Client.Patch(ctx, current, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("failed to hand the fields of %s to field manager %s: %w", current.GetName(), a.FieldOwner, err)
+	}
+	return nil
+}
+
+func (a *Applier) createOwner() string { return CreateFieldManager(a.FieldOwner) }
+
+// CreateFieldManager is the field manager of what an Applier of fieldOwner
+// created, until it first applies a change to the object and the fields go to
+// fieldOwner.
+func CreateFieldManager(fieldOwner string) string { return fieldOwner + "-create" }
 
 // NotOwnedError is an object knest would create that already exists without the
 // owner among its owners: someone else's, which knest neither overwrites nor (by

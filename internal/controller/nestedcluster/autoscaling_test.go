@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+	"github.com/knest-dev/knest/internal/apply"
 	"github.com/knest-dev/knest/internal/controller/nestedcluster"
 	"github.com/knest-dev/knest/internal/testenv"
 	"github.com/knest-dev/knest/pkg/cluster"
@@ -24,10 +25,11 @@ import (
 // cluster-autoscaler writes with.
 const autoscalerManager = "cluster-autoscaler"
 
-// managesReplicas reports whether manager owns the MachineDeployment's spec.replicas.
+// managesReplicas reports whether manager owns the MachineDeployment's spec.replicas,
+// by the fields it applied or those it created with.
 func managesReplicas(md *clusterv1.MachineDeployment, manager string) bool {
 	for _, mf := range md.ManagedFields {
-		if mf.Manager == manager && mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"f:replicas"`) {
+		if (mf.Manager == manager || mf.Manager == apply.CreateFieldManager(manager)) && mf.FieldsV1 != nil && strings.Contains(string(mf.FieldsV1.Raw), `"f:replicas"`) {
 			return true
 		}
 	}
