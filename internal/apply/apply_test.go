@@ -62,7 +62,8 @@ func TestApplyWritesOnlyWhatChanged(t *testing.T) {
 	owner := newOwner(t, g)
 	a := &apply.Applier{Client: env.Client, FieldOwner: fieldOwner}
 
-	// First apply: written, controlled by the owner, managed by the field owner.
+	// First apply: written (created), controlled by the owner, managed by the
+	// field owner's create manager until a change is applied.
 	wrote, err := a.Apply(ctx, owner, configMap(owner, "one"))
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(wrote).To(BeTrue())
