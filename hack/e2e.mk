@@ -100,7 +100,7 @@ E2E_HOST_STATE_DIR ?= $(KNEST_CACHE)/e2e/host-last-run
 
 .PHONY: e2e-host
 e2e-host: KIND_WORKERS = 2
-e2e-host: $(KIND_PREREQS) build ## Bring up a 3-node kind host and a hosted tenant (3 API servers, 3 etcd members, 2 workers, two apps); drain a worker VM's node twice, then lose a node, measuring what the tenant and its apps saw (hack/kind/e2e-host.sh; E2E_HOST_STEPS="drain drain lose" picks; KEEP=1 keeps the host).
+e2e-host: $(KIND_PREREQS) build ## Bring up a 3-node kind host and a hosted tenant (3 API servers, 3 etcd members, 2 workers, two apps); drain a worker VM's node twice, then lose a node, measuring what the tenant and its apps saw (hack/kind/e2e-host.sh; E2E_HOST_STEPS="drain drain lose" picks; E2E_HOST_CONTROL_PLANE=vm drains a control-plane VM's node; KEEP=1 keeps the host).
 	$(call kind-host-up,$(E2E_HOST_STATE_DIR)) \
 	$(KIND_ENV) KNEST=bin/knest hack/kind/e2e-host.sh 2>&1 | tee $(E2E_HOST_STATE_DIR)/e2e-host.log
 

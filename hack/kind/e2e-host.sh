@@ -13,9 +13,15 @@
 # replaced etcd member, its workers back, Ready and schedulable, the apps answering) or
 # loses the ConfigMap written before or the data app's page.
 #
+# E2E_HOST_CONTROL_PLANE=vm makes the tenant's control plane one VM instead (its etcd
+# disk on knest-shared), and the first drain takes the node of that VM: the VM goes
+# through CAPK's drain, starts again on another node with its etcd disk, and the
+# tenant's API comes back with every object.
+#
 # Settings: hack/kind/env.sh, KNEST (the CLI), E2E_HOST_CLUSTER (the tenant, default
-# e2e-host; kept if it exists), E2E_HOST_WORKERS (default 2), E2E_HOST_STEPS (default
-# "drain drain lose").
+# e2e-host; kept if it exists), E2E_HOST_CONTROL_PLANE (hosted, the default, or vm),
+# E2E_HOST_WORKERS (default 2), E2E_HOST_STEPS (default "drain drain lose"; with
+# a VM control plane "drain").
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -24,7 +30,15 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 KNEST=${KNEST:-bin/knest}
 name=${E2E_HOST_CLUSTER:-e2e-host}
 workers=${E2E_HOST_WORKERS:-2}
-read -r -a steps <<<"${E2E_HOST_STEPS:-drain drain lose}"
+mode=${E2E_HOST_CONTROL_PLANE:-hosted}
+case $mode in
+hosted) control_plane_spec='{mode: Hosted, replicas: 3, etcd: {members: 3}}' what='3 API servers, 3 etcd members' ;;
+vm) control_plane_spec='{mode: VM, replicas: 1, etcd: {storageClassName: knest-shared}}' what='a control-plane VM' ;;
+*) echo "e2e-host: E2E_HOST_CONTROL_PLANE is hosted or vm, not $mode" >&2; exit 2 ;;
+esac
+default_steps="drain drain lose"
+[[ $mode == hosted ]] || default_steps=drain
+read -r -a steps <<<"${E2E_HOST_STEPS:-$default_steps}"
 TENANT_KUBECTL=$KNEST_CACHE/node-image/kube/$NODE_KUBE_VERSION/kubectl
 hk() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" "$@"; }
 log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
@@ -33,7 +47,7 @@ die() { echo "e2e-host: $*" >&2; exit 1; }
 (($(hk get nodes -o name | wc -l) >= 3)) || die "the kind host has fewer than 3 nodes: make kind-up KIND_WORKERS=2"
 hk get storageclass knest-shared >/dev/null || die "the kind host has no StorageClass knest-shared (made before hack/kind/up.sh mounted $KIND_SHARED_DIR): make kind-down first"
 if ! "$KNEST" --kubeconfig "$KIND_KUBECONFIG" get "$name" >/dev/null 2>&1; then
-  log "creating tenant $name: hosted, 3 API servers, 3 etcd members, $workers workers"
+  log "creating tenant $name: $what, $workers workers"
   start=$SECONDS
   "$KNEST" --kubeconfig "$KIND_KUBECONFIG" create -f - --timeout 60m <<EOF
 apiVersion: knest.dev/v1alpha1
@@ -41,7 +55,7 @@ kind: NestedCluster
 metadata: {name: $name, namespace: default}
 spec:
   apiServer: {serviceType: LoadBalancer}
-  controlPlane: {mode: Hosted, replicas: 3, etcd: {members: 3}}
+  controlPlane: $control_plane_spec
   providers: {storage: {classes: [{name: knest, default: true, hostStorageClassName: knest-shared}]}}
   workers:
   - {name: workers, replicas: $workers, cpu: 1, memory: 2Gi}
@@ -144,13 +158,14 @@ done
 log "apps answering $((SECONDS - start)) s after they were applied: ${apps[*]}"
 tk -n default get pods -o wide
 
-# vm_node EXCEPT [worker]: a host node running a worker VM of the tenant, not EXCEPT
-# (a second drain takes the node the VM moved to) and, with "worker", not the
-# control-plane node, which holds the host's API.
+# vm_node EXCEPT [worker|cp]: a host node running a VM of the tenant, not EXCEPT (a
+# second drain takes the node the VM moved to); with "worker", not the host's
+# control-plane node, which holds the host's API; with "cp", a control-plane VM's.
 control_plane=$(hk get nodes -l node-role.kubernetes.io/control-plane -o jsonpath='{.items[*].metadata.name}')
 vm_node() {
-  local n
-  for n in $(hk -n default get vmi -l "cluster.x-k8s.io/cluster-name=$name" -o jsonpath='{.items[*].status.nodeName}'); do
+  local n selector="cluster.x-k8s.io/cluster-name=$name"
+  [[ ${2:-} != cp ]] || selector+=",knest.dev/pool=cp"
+  for n in $(hk -n default get vmi -l "$selector" -o jsonpath='{.items[*].status.nodeName}'); do
     [[ $n != "$1" ]] || continue
     [[ ${2:-} != worker || " $control_plane " != *" $n "* ]] || continue
     echo "$n"
@@ -159,8 +174,11 @@ vm_node() {
 }
 last=
 for step in "${steps[@]}"; do
-  node=$(vm_node "$last" "$([[ $step == lose ]] && echo worker)")
-  [[ -n $node ]] || die "no worker VM of $name runs on a node to $step"
+  kind=
+  [[ $step != lose ]] || kind=worker
+  [[ $mode != vm || -n $last ]] || kind=cp
+  node=$(vm_node "$last" "$kind")
+  [[ -n $node ]] || die "no ${kind:-tenant} VM of $name runs on a node to $step"
   log "$step $node"
   APPS="${apps[*]}" KNEST=$KNEST hack/kind/disrupt.sh "$step" "$name" "$node"
   last=$node
