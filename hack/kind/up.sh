@@ -335,9 +335,14 @@ wait_for 120 Established crd/kubevirts.kubevirt.io
 # requests must hold three tenant VMs beside them. Measured with a control plane and
 # two workers at --cpu-allocation-ratio=4: the host's pods requested 1005m, the VMs
 # 1006m, 11m too many; one replica of virt-api and virt-controller (the CR's
-# infra.replicas), virt-operator and CoreDNS free 120m.
+# infra.replicas), virt-operator and CoreDNS free 120m. Several nodes: two of
+# virt-api (KubeVirt then gives them a PodDisruptionBudget) and of CoreDNS, as
+# KubeVirt and kubeadm have it. With one virt-api, a drain of its node evicted it and
+# then failed on the launcher pods: their eviction webhook is virt-api, and `kubectl
+# drain` stops at any error but 429 ("connection refused", 2026-12-01).
+infra_replicas=$((KIND_WORKERS > 0 ? 2 : 1))
 kubectl -n kubevirt scale deploy/virt-operator --replicas=1
-kubectl -n kube-system scale deploy/coredns --replicas=1
+kubectl -n kube-system scale deploy/coredns --replicas="$infra_replicas"
 kubectl -n kubevirt rollout status deploy/virt-operator --timeout=10m
 kubectl apply --server-side -f - <<EOF
 apiVersion: kubevirt.io/v1
@@ -345,7 +350,7 @@ kind: KubeVirt
 metadata: {name: kubevirt, namespace: kubevirt}
 spec:
   imagePullPolicy: IfNotPresent
-  infra: {replicas: 1}
+  infra: {replicas: $infra_replicas}
   configuration:
     developerConfiguration:
       useEmulation: $emulation
