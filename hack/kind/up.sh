@@ -329,7 +329,23 @@ EOF
 done
 
 step "KubeVirt $KUBEVIRT_VERSION (useEmulation: $emulation, feature gate HotplugVolumes)"
-kubectl apply --server-side --force-conflicts -f "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml"
+# KubeVirt requires its operator, virt-api and virt-controller on control-plane nodes.
+# The kind host has one, so a drain of it could not move them: with several nodes
+# they may run on any (below, the CR's infra.nodePlacement: {}).
+mkdir -p "$tmp/kubevirt"
+cp "$KUBEVIRT_IMAGES_DIR/kubevirt-operator.yaml" "$tmp/kubevirt/"
+{
+  echo "resources: [kubevirt-operator.yaml]"
+  if ((KIND_WORKERS > 0)); then
+    cat <<EOF
+patches:
+- target: {kind: Deployment, name: virt-operator}
+  patch: |-
+    - {op: remove, path: /spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution}
+EOF
+  fi
+} >"$tmp/kubevirt/kustomization.yaml"
+kubectl kustomize "$tmp/kubevirt" | kubectl apply --server-side --force-conflicts -f -
 wait_for 120 Established crd/kubevirts.kubevirt.io
 # One node: one replica of each host component is enough, and two cores' worth of CPU
 # requests must hold three tenant VMs beside them. Measured with a control plane and
@@ -340,9 +356,10 @@ wait_for 120 Established crd/kubevirts.kubevirt.io
 # KubeVirt and kubeadm have it. With one virt-api, a drain of its node evicted it and
 # then failed on the launcher pods: their eviction webhook is virt-api, and `kubectl
 # drain` stops at any error but 429 ("connection refused", 2026-12-01).
-infra_replicas=$((KIND_WORKERS > 0 ? 2 : 1))
+infra="{replicas: 1}"
+((KIND_WORKERS == 0)) || infra="{replicas: 2, nodePlacement: {}}"
 kubectl -n kubevirt scale deploy/virt-operator --replicas=1
-kubectl -n kube-system scale deploy/coredns --replicas="$infra_replicas"
+kubectl -n kube-system scale deploy/coredns --replicas=$((KIND_WORKERS > 0 ? 2 : 1))
 kubectl -n kubevirt rollout status deploy/virt-operator --timeout=10m
 kubectl apply --server-side -f - <<EOF
 apiVersion: kubevirt.io/v1
@@ -350,7 +367,7 @@ kind: KubeVirt
 metadata: {name: kubevirt, namespace: kubevirt}
 spec:
   imagePullPolicy: IfNotPresent
-  infra: {replicas: $infra_replicas}
+  infra: $infra
   configuration:
     developerConfiguration:
       useEmulation: $emulation
