@@ -1,13 +1,15 @@
 // Package vmtemplate builds the KubeVirt VirtualMachine template CAPK stamps out for
 // every node of a pool: virtio disk and NIC, containerDisk or DataVolume root disk,
 // optional direct kernel boot, CPU and memory requested from the host scheduler,
-// external eviction (CAPK drains the node first) and anti-affinity across host nodes.
+// external eviction (CAPK drains the node first), anti-affinity across host nodes
+// and, on workers, readiness while the tenant's kube-proxy serves.
 package vmtemplate
 
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	cdiv1 "kubevirt.io/containerized-data-importer-api/pkg/apis/core/v1beta1"
 	capkv1 "sigs.k8s.io/cluster-api-provider-kubevirt/api/v1alpha1"
@@ -90,6 +92,9 @@ func Build(in Input) capkv1.VirtualMachineTemplateSpec {
 		// drains the tenant node through Cluster API before the VM goes.
 		EvictionStrategy: ptr(kubevirtv1.EvictionStrategyExternal),
 		Affinity:         placement.SpreadAcrossHosts(labels),
+	}
+	if in.Pool != knestv1.ControlPlanePool {
+		spec.ReadinessProbe = workerReadiness()
 	}
 	if in.Nameserver != "" {
 		// What the guest's DHCP hands out: no search path of the host's namespaces.
@@ -182,4 +187,26 @@ func cpuRequest(cores uint32, ratio int) resource.Quantity {
 		return *resource.NewQuantity(int64(cores), resource.DecimalSI)
 	}
 	return *resource.NewMilliQuantity(max(int64(cores)*1000/int64(ratio), 1), resource.DecimalSI)
+}
+
+// KubeProxyHealthzPort is where the tenant's kube-proxy answers /healthz on every
+// address of its node (kubeadm's default).
+const KubeProxyHealthzPort = 10256
+
+// workerReadiness makes a worker's launcher pod Ready only while the tenant's
+// kube-proxy on it answers /healthz: the host Services of the tenant's LoadBalancer
+// Services, which pick worker launcher pods, then send nothing to a worker that is
+// still booting after a restart on another host node, or whose node is being removed
+// (kube-proxy fails /healthz then, KEP-3836). The kubelet probes from the VM's own
+// host node, which NetworkPolicy enforcers admit. Not on control-plane VMs: their
+// API Service must reach the first one while kubeadm init runs, before kube-proxy.
+func workerReadiness() *kubevirtv1.Probe {
+	return &kubevirtv1.Probe{
+		Handler: kubevirtv1.Handler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/healthz", Port: intstr.FromInt32(KubeProxyHealthzPort),
+		}},
+		// An emulated guest under load answers slowly; a minute of failures before
+		// a running worker leaves its Services.
+		PeriodSeconds: 5, TimeoutSeconds: 5, FailureThreshold: 12,
+	}
 }

@@ -40,6 +40,19 @@ func TestBuild(t *testing.T) {
 			},
 		},
 		{
+			name: "a worker is ready while its kube-proxy serves; a control-plane VM has no probe",
+			in:   Input{ClusterName: "demo", Pool: "workers", Image: "knest/node:v1.35.4"},
+			check: func(g Gomega, vm kubevirtv1.VirtualMachineSpec) {
+				probe := vm.Template.Spec.ReadinessProbe
+				g.Expect(probe).NotTo(BeNil())
+				g.Expect(probe.HTTPGet.Path).To(Equal("/healthz"))
+				g.Expect(probe.HTTPGet.Port.IntValue()).To(Equal(KubeProxyHealthzPort))
+				g.Expect(probe.PeriodSeconds*probe.FailureThreshold).To(BeNumerically(">=", 60), "a slow guest stays in its Services for a minute")
+				cp := Build(Input{ClusterName: "demo", Pool: knestv1.ControlPlanePool, Image: "knest/node:v1.35.4"})
+				g.Expect(cp.Spec.Template.Spec.ReadinessProbe).To(BeNil(), "kubeadm init reaches the first control plane through its Service before kube-proxy runs")
+			},
+		},
+		{
 			name: "CPU overcommit requests a share of a host core per vCPU",
 			in:   Input{ClusterName: "demo", Pool: "workers", Image: "knest/node:v1.34.3", Machine: knestv1.MachineSpec{CPU: 2}, CPUAllocationRatio: 4},
 			check: func(g Gomega, vm kubevirtv1.VirtualMachineSpec) {
