@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -38,6 +39,9 @@ func ReplaceMember(ctx context.Context, lg *zap.Logger, endpoints []string, tlsC
 		if m.Name == "" {
 			return fmt.Sprintf("member %x of %s is added and waits for its first start", m.ID, peerURL), nil
 		}
+		if err := othersHealthy(ctx, c, list.Members, m.ID); err != nil {
+			return "", fmt.Errorf("not removing member %s (%x): %w", m.Name, m.ID, err)
+		}
 		if _, err := c.MemberRemove(ctx, m.ID); err != nil {
 			return "", fmt.Errorf("failed to remove member %s (%x): %w", m.Name, m.ID, err)
 		}
@@ -48,4 +52,25 @@ func ReplaceMember(ctx context.Context, lg *zap.Logger, endpoints []string, tlsC
 		return "", fmt.Errorf("%sfailed to add a member of %s: %w", done, peerURL, err)
 	}
 	return fmt.Sprintf("%sadded member %x of %s", done, added.Member.ID, peerURL), nil
+}
+
+// othersHealthy checks that every member but the one of id answers: once it is
+// removed they alone hold the quorum. A member lost meanwhile (a drain evicting it
+// while another is moved) would otherwise leave one of three.
+func othersHealthy(ctx context.Context, c *clientv3.Client, members []*etcdserverpb.Member, id uint64) error {
+	for _, o := range members {
+		if o.ID == id {
+			continue
+		}
+		if len(o.ClientURLs) == 0 {
+			return fmt.Errorf("member %x has not started, and the others would not hold etcd's quorum", o.ID)
+		}
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := c.Status(sctx, o.ClientURLs[0])
+		cancel()
+		if err != nil {
+			return fmt.Errorf("member %s does not answer (%w), and the others would not hold etcd's quorum", o.Name, err)
+		}
+	}
+	return nil
 }

@@ -75,3 +75,34 @@ func TestReplacedMemberJoinsOnAnEmptyVolumeWithEveryKey(t *testing.T) {
 	}
 	g.Expect(names).To(ConsistOf("m-0", "m-1", "m-2"))
 }
+
+// A member is not taken out while another is down (a drain evicting it while the
+// first is moved): the two left would not hold the quorum. The member stays, and
+// the try is refused with the member that does not answer named.
+func TestReplaceMemberKeepsAStartedMemberWhileAnotherIsDown(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	members, peers, initial := threeMembers(t)
+	etcds := make([]*embed.Etcd, 3)
+	urls := make([]url.URL, 3)
+	for i, m := range members {
+		etcds[i], urls[i] = startMember(t, t.TempDir(), m.Name, peers[i], initial)
+	}
+	for _, e := range etcds {
+		ready(t, e)
+	}
+	c, stop := connect(t, urls[0], etcds[0])
+	defer stop()
+	defer etcds[2].Close()
+
+	etcds[1].Close()
+	_, err := ReplaceMember(ctx, zap.NewNop(), c.Endpoints(), nil, members[2].PeerURL)
+	g.Expect(err).To(MatchError(ContainSubstring("member m-1 does not answer")))
+	list, err := c.MemberList(clientv3.WithRequireLeader(ctx))
+	g.Expect(err).NotTo(HaveOccurred())
+	var names []string
+	for _, m := range list.Members {
+		names = append(names, m.Name)
+	}
+	g.Expect(names).To(ConsistOf("m-0", "m-1", "m-2"), "m-2 still a member")
+}

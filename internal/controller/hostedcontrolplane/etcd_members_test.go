@@ -304,3 +304,42 @@ func TestCrowdedEtcdMembersAreSpread(t *testing.T) {
 		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
 	}
 }
+
+// A move waits while a drain is under way, though the StatefulSet's status, read
+// before, still counts every member ready: a member's node cordoned, or a member's
+// pod no longer ready (evicted). Begun then, the move would take a second member
+// out of etcd and leave one of three.
+func TestEtcdMembersAreNotMovedDuringADrain(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	r := &Reconciler{Client: env.Client, ToolImage: "docker.io/knest/knest:test", StrandedAfter: time.Hour}
+	h := newEtcdHost(t, g, "drain-race", 3)
+	a := h.node("a", true, false)
+	draining := h.node("b", true, true)
+	h.member(0, true, a)
+	evicted, _ := h.member(1, true, draining)
+	h.member(2, true, a)
+	h.node("c", true, false)
+	noMove := func(why string) {
+		t.Helper()
+		res := h.step(r, 3)
+		g.Expect(res.requeueAfter).To(Equal(time.Hour), why)
+		_, err := h.replaceJob(2)
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), why)
+	}
+	noMove("member 1's node is cordoned")
+
+	node := &corev1.Node{}
+	g.Expect(env.Client.Get(ctx, client.ObjectKey{Name: draining}, node)).To(Succeed())
+	node.Spec.Unschedulable = false
+	g.Expect(env.Client.Update(ctx, node)).To(Succeed())
+	evicted.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
+	g.Expect(env.Client.Status().Update(ctx, evicted)).To(Succeed())
+	noMove("member 1's pod is not ready")
+
+	evicted.Status.Conditions[0].Status = corev1.ConditionTrue
+	g.Expect(env.Client.Status().Update(ctx, evicted)).To(Succeed())
+	h.step(r, 3)
+	_, err := h.replaceJob(2)
+	g.Expect(err).NotTo(HaveOccurred(), "moved once nothing is under way")
+}

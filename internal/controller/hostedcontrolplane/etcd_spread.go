@@ -76,6 +76,9 @@ func (r *Reconciler) spreadMembers(ctx context.Context, s *scope, members int) (
 		// No watch tells of a node uncordoned or added: look again later.
 		return stepResult{requeueAfter: r.strandedAfter()}, nil
 	}
+	if busy, err := r.membersBusy(ctx, s, members, byNode); busy || err != nil {
+		return stepResult{requeueAfter: r.strandedAfter()}, err
+	}
 	i := slices.Max(byNode[crowded])
 	pvc := claims[i]
 	now := time.Now().UTC().Format(time.RFC3339)
@@ -130,4 +133,33 @@ func (r *Reconciler) freeNode(ctx context.Context, byNode map[string][]int) (str
 		return "", nil
 	}
 	return slices.Min(free), nil
+}
+
+// membersBusy tells whether a move must wait: a member's pod, read now rather than
+// from the StatefulSet's status, is not ready or is going (a drain evicting it), or
+// a node holding a member's volume is cordoned or not ready (a drain under way). A
+// move takes its member out of etcd; begun while a drain takes another, it would
+// leave one of three (seen on the 3-node kind host: the move began two seconds
+// after a drain of the next node evicted a member).
+func (r *Reconciler) membersBusy(ctx context.Context, s *scope, members int, byNode map[string][]int) (bool, error) {
+	for i := range members {
+		pod := &corev1.Pod{}
+		key := client.ObjectKey{Namespace: s.hcp.Namespace, Name: hosted.EtcdMember(s.cluster.Name, s.hcp.Namespace, i).Name}
+		if err := r.reader().Get(ctx, key, pod); err != nil {
+			return true, client.IgnoreNotFound(err)
+		}
+		if !hosted.PodReady(pod) {
+			return true, nil
+		}
+	}
+	for name := range byNode {
+		node := &corev1.Node{}
+		if err := r.reader().Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			return true, client.IgnoreNotFound(err)
+		}
+		if node.Spec.Unschedulable || !nodeReady(node) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
