@@ -28,7 +28,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-[[ $# == 3 && $1 =~ ^(drain|lose)$ ]] || { sed -n '2,23p' "$0"; exit 2; }
+[[ $# == 3 && $1 =~ ^(drain|lose)$ ]] || { sed -n '2,25p' "$0"; exit 2; }
 how=$1 name=$2 node=$3
 KNEST=${KNEST:-bin/knest}
 whole_timeout=${WHOLE_TIMEOUT:-2400}
