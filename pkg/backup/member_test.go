@@ -19,17 +19,7 @@ import (
 func TestReplacedMemberJoinsOnAnEmptyVolumeWithEveryKey(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	members, peers, initial := threeMembers(t)
-	etcds := make([]*embed.Etcd, 3)
-	urls := make([]url.URL, 3)
-	for i, m := range members {
-		etcds[i], urls[i] = startMember(t, t.TempDir(), m.Name, peers[i], initial)
-	}
-	for _, e := range etcds {
-		ready(t, e)
-	}
-	c, stop := connect(t, urls[0], etcds[0])
-	defer stop()
+	members, peers, initial, etcds, c := runThree(t)
 	defer etcds[1].Close()
 	_, err := c.Put(ctx, "/registry/configmaps/default/before", "v")
 	g.Expect(err).NotTo(HaveOccurred())
@@ -82,17 +72,7 @@ func TestReplacedMemberJoinsOnAnEmptyVolumeWithEveryKey(t *testing.T) {
 func TestReplaceMemberKeepsAStartedMemberWhileAnotherIsDown(t *testing.T) {
 	g := NewWithT(t)
 	ctx := context.Background()
-	members, peers, initial := threeMembers(t)
-	etcds := make([]*embed.Etcd, 3)
-	urls := make([]url.URL, 3)
-	for i, m := range members {
-		etcds[i], urls[i] = startMember(t, t.TempDir(), m.Name, peers[i], initial)
-	}
-	for _, e := range etcds {
-		ready(t, e)
-	}
-	c, stop := connect(t, urls[0], etcds[0])
-	defer stop()
+	members, _, _, etcds, c := runThree(t)
 	defer etcds[2].Close()
 
 	etcds[1].Close()
@@ -105,4 +85,22 @@ func TestReplaceMemberKeepsAStartedMemberWhileAnotherIsDown(t *testing.T) {
 		names = append(names, m.Name)
 	}
 	g.Expect(names).To(ConsistOf("m-0", "m-1", "m-2"), "m-2 still a member")
+}
+
+// runThree starts a cluster of three members and connects to the first, which is
+// stopped with the client when the test ends; the others are the test's to stop.
+func runThree(t *testing.T) ([]Member, []url.URL, string, []*embed.Etcd, *clientv3.Client) {
+	t.Helper()
+	members, peers, initial := threeMembers(t)
+	etcds := make([]*embed.Etcd, 3)
+	urls := make([]url.URL, 3)
+	for i, m := range members {
+		etcds[i], urls[i] = startMember(t, t.TempDir(), m.Name, peers[i], initial)
+	}
+	for _, e := range etcds {
+		ready(t, e)
+	}
+	c, stop := connect(t, urls[0], etcds[0])
+	t.Cleanup(stop)
+	return members, peers, initial, etcds, c
 }
