@@ -196,6 +196,12 @@ lose)
   wait_until "back" hk wait --for=condition=Ready "node/$node" --timeout=10s
   # Its Node object is new, and so is its pod range; a real host's CNI follows that.
   use_pod_range "$node"
+  # kube-router keeps the node's old range in its set of pod ranges until it
+  # restarts, and masquerades traffic to the new one: pods of other nodes then
+  # reach the node's pods from their node's address, which NetworkPolicies refuse
+  # (CAPK's SSH check of a VM there never passed, 2026-12-01).
+  hk -n kube-system rollout restart ds/kube-router >/dev/null
+  hk -n kube-system rollout status ds/kube-router --timeout=5m >/dev/null
   returned=$(($(date +%s) - start))
   wait_until "whole with $node back" whole
   ;;
