@@ -164,7 +164,7 @@ tk -n default get pods -o wide
 control_plane=$(hk get nodes -l node-role.kubernetes.io/control-plane -o jsonpath='{.items[*].metadata.name}')
 vm_node() {
   local n selector="cluster.x-k8s.io/cluster-name=$name"
-  [[ ${2:-} != cp ]] || selector+=",knest.dev/pool=cp"
+  [[ ${2:-} != cp ]] || selector+=",cluster.x-k8s.io/role=control-plane"
   for n in $(hk -n default get vmi -l "$selector" -o jsonpath='{.items[*].status.nodeName}'); do
     [[ $n != "$1" ]] || continue
     [[ ${2:-} != worker || " $control_plane " != *" $n "* ]] || continue
