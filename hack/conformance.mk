@@ -14,8 +14,11 @@ CONFORMANCE_CONTROL_PLANE ?= hosted
 FOCUS ?=
 SKIP ?=
 PARALLEL ?= 1
+# Who runs the suite: hydrophone (in a pod of the tenant) or ginkgo (on this machine,
+# against the tenant's API: faster under emulation, as make e2e's smoke part runs).
+RUNNER ?= hydrophone
 CONFORMANCE_STATE_DIR ?= $(KNEST_CACHE)/conformance/last-run
-CONFORMANCE_ENV = FOCUS='$(FOCUS)' SKIP='$(SKIP)' PARALLEL=$(PARALLEL) HYDROPHONE=$(HYDROPHONE) KNEST=bin/knest \
+CONFORMANCE_ENV = FOCUS='$(FOCUS)' SKIP='$(SKIP)' PARALLEL=$(PARALLEL) RUNNER=$(RUNNER) HYDROPHONE=$(HYDROPHONE) KNEST=bin/knest \
 	CONFORMANCE_CONTROL_PLANE=$(CONFORMANCE_CONTROL_PLANE)
 
 $(HYDROPHONE): $(CONFORMANCE_TOOLS)/go.mod $(CONFORMANCE_TOOLS)/go.sum
@@ -28,6 +31,6 @@ conformance-images: node-image-tools node-image ## Build the conformance suite o
 	KNEST_CACHE=$(KNEST_CACHE) KUBE_VERSION=$(NODE_KUBE_VERSION) GO=$(GO) nice -n 10 hack/conformance/build.sh
 
 .PHONY: conformance
-conformance: $(KIND_PREREQS) conformance-images $(HYDROPHONE) build ## Bring up the kind host and a tenant with two workers, run the conformance suite (FOCUS=, SKIP=, PARALLEL=) with hydrophone, keep e2e.log and the JUnit file (KEEP=1 keeps host and tenant).
+conformance: $(KIND_PREREQS) conformance-images $(HYDROPHONE) build ## Bring up the kind host and a tenant with two workers, run the conformance suite (FOCUS=, SKIP=, PARALLEL=, RUNNER=) with hydrophone or ginkgo, keep e2e.log and the JUnit file (KEEP=1 keeps host and tenant).
 	$(call kind-host-up,$(CONFORMANCE_STATE_DIR)) \
 	$(KIND_ENV) $(CONFORMANCE_ENV) hack/conformance/run.sh

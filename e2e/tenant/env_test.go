@@ -27,6 +27,12 @@ const (
 	// images (on real KubeVirt the node image has no bootloader, so it needs both).
 	envNodeImage   = "KNEST_E2E_NODE_IMAGE"
 	envKernelImage = "KNEST_E2E_KERNEL_IMAGE"
+	// envConformance is the conformance suite's build (make conformance-images:
+	// bin/ginkgo, bin/e2e.test, bin/kubectl, images/*/repo-list.yaml) and
+	// envConformanceNodeImage the node image with its images baked in: TestHostedCluster
+	// runs the suite's smoke part (conformance_test.go) on a worker booting it.
+	envConformance          = "KNEST_E2E_CONFORMANCE"
+	envConformanceNodeImage = "KNEST_E2E_CONFORMANCE_NODE_IMAGE"
 	// envFull runs every step; unset, the steps CI runs (create, scale, delete).
 	envFull = "KNEST_E2E_FULL"
 	// envSecondCluster=false leaves the second cluster (step 3) out of a full run, on

@@ -35,7 +35,7 @@ const hostedWorkers = 1
 
 // TestHostedCluster runs a tenant whose control plane is pods on the host
 // (--control-plane-mode hosted) through create, a worker, a Service, logs through the
-// API server, isolation and delete. Its API is reached as a user outside the host
+// API server, a part of the conformance suite, isolation and delete. Its API is reached as a user outside the host
 // network would: through the Service's NodePort on a host node.
 func TestHostedCluster(t *testing.T) {
 	full := os.Getenv(envFull) != ""
@@ -55,7 +55,9 @@ func TestHostedCluster(t *testing.T) {
 		go watchCreate(ctx, step, key, start)
 		go watchHostedAPI(ctx, step, key, start)
 		// Three etcd members: each deleted, and restored, with the others.
-		_, err := createCluster(t, ctx, key, append(slices.Clone(hostedFlags), "--workers", strconv.Itoa(hostedWorkers), "--etcd-members", "3"), "--timeout", createTimeout.String())
+		// Its worker boots the node image with the conformance suite's images: the
+		// smoke part below runs on it.
+		_, err := createClusterBooting(t, ctx, key, conformanceNodeImage(t), append(slices.Clone(hostedFlags), "--workers", strconv.Itoa(hostedWorkers), "--etcd-members", "3"), "--timeout", createTimeout.String())
 		g.Expect(err).NotTo(HaveOccurred(), "knest create")
 		s.timeline.add(step, "knest create returned (Ready)", time.Since(start))
 
@@ -87,6 +89,7 @@ func TestHostedCluster(t *testing.T) {
 		}, tenantTimeout, poll).Should(Succeed())
 		expectWebhookCalled(t, tc, knestv1.DefaultVersion)
 	})
+	t.Run("the conformance suite's smoke part passes", func(t *testing.T) { expectConformanceSmoke(t, key) })
 	t.Run("a LoadBalancer Service answers from outside the tenant", func(t *testing.T) { expectLoadBalancerAnswers(t, key, tc) })
 	// Volumes in full runs only: on the slower machine of this kind each pod start and
 	// stop on the emulated worker takes minutes, and the step does not fit CI's time

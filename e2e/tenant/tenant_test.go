@@ -263,12 +263,17 @@ func scaleDownNaming(t *testing.T, key client.ObjectKey, from, to int) {
 // KNEST_E2E_NODE_IMAGE set, the nodes boot that containerDisk with the kernel of
 // KNEST_E2E_KERNEL_IMAGE: the manifest comes from `knest create --dry-run`, edited.
 func createCluster(t *testing.T, ctx context.Context, key client.ObjectKey, spec []string, flags ...string) (string, error) {
+	return createClusterBooting(t, ctx, key, os.Getenv(envNodeImage), spec, flags...)
+}
+
+// createClusterBooting is createCluster with the nodes booting image, if not empty.
+func createClusterBooting(t *testing.T, ctx context.Context, key client.ObjectKey, image string, spec []string, flags ...string) (string, error) {
 	sizes := nodeFlags
 	if slices.Contains(spec, "--control-plane-mode") {
 		sizes = nil // hostedFlags are in spec
 	}
 	args := append(append([]string{"create", key.Name, "-n", key.Namespace}, sizes...), spec...)
-	image, kernel := os.Getenv(envNodeImage), os.Getenv(envKernelImage)
+	kernel := os.Getenv(envKernelImage)
 	if image == "" {
 		return knestCmd(t, ctx, append(args, flags...)...)
 	}

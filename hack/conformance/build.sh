@@ -3,8 +3,9 @@
 # nothing, offline (the Go module proxy and Debian packages), for one version:
 #
 #   bin/        e2e.test (`go test -c k8s.io/kubernetes/test/e2e`), ginkgo at the
-#               version Kubernetes requires, go-runner (test/conformance/image), and
-#               the test images' own binaries (agnhost, nnp, sample-apiserver)
+#               version Kubernetes requires, go-runner (test/conformance/image), the
+#               test images' own binaries (agnhost, nnp, sample-apiserver) and a link
+#               to the node image's kubectl
 #   images/<hash>/  conformance-images.tar (OCI archive): knest.local/conformance:<v>,
 #               upstream's conformance image rebuilt (go-runner as its entrypoint), and
 #               every test image of `e2e.test --list-images` knest can build, under
@@ -61,6 +62,8 @@ kubectl=$KNEST_CACHE/node-image/kube/$version/kubectl
 kube_dir=$(cd "$cache/kube-mod" && $GO list -m -f '{{.Dir}}' k8s.io/kubernetes)
 coredns=$(find "$KNEST_CACHE/node-image/bin" -path '*/coredns-*/coredns' | sort -V | tail -1)
 [ -x "$kubectl" ] && [ -x "$coredns" ] || die "kubectl or coredns of the node image missing: make node-image NODE_KUBE_VERSION=$version"
+# The suite runs kubectl of its own version (make e2e's smoke: --kubectl-path).
+ln -sfn "$kubectl" "$bin/kubectl"
 ociimage() { (cd "$repo/images/tools" && $GO run ./cmd/ociimage "$@"); }
 
 # --- userlands (Debian packages) -------------------------------------------------------
@@ -80,10 +83,12 @@ userland() {
 	echo "$dir/rootfs.tar"
 }
 # What agnhost's image has from Alpine (bind-tools curl netcat-openbsd iproute2 iperf
-# bash) and its users; the other images built on a shell share this layer.
+# bash, and busybox's applets where Debian has no command: netstat, wget, ping...,
+# which specs run in it) and its users; the other images built on a shell share
+# this layer.
 # shellcheck disable=SC2016 # mmdebstrap expands $1
-base=$(userland e2e bash,curl,bind9-dnsutils,netcat-openbsd,iproute2,iperf,procps,ca-certificates \
-	'chroot "$1" useradd -u 1000 -M user-defined-in-image && chroot "$1" groupadd -g 50000 group-defined-in-image && chroot "$1" usermod -aG group-defined-in-image user-defined-in-image && mkdir -p "$1/uploads"')
+base=$(userland e2e bash,curl,bind9-dnsutils,netcat-openbsd,iproute2,iperf,procps,ca-certificates,busybox-static \
+	'chroot "$1" busybox --install -s && chroot "$1" useradd -u 1000 -M user-defined-in-image && chroot "$1" groupadd -g 50000 group-defined-in-image && chroot "$1" usermod -aG group-defined-in-image user-defined-in-image && mkdir -p "$1/uploads"')
 nginx_base=$(userland nginx nginx-light \
 	'ln -sf /dev/stdout "$1/var/log/nginx/access.log" && ln -sf /dev/stderr "$1/var/log/nginx/error.log"')
 busybox_base=$(userland busybox busybox-static)

@@ -11,8 +11,9 @@
 # focus, passed/failed/skipped and the duration).
 #
 # Settings: hack/kind/env.sh; FOCUS and SKIP (ginkgo regular expressions; FOCUS
-# defaults to every conformance test), PARALLEL (ginkgo processes), HYDROPHONE (the
-# runner), KNEST (the CLI).
+# defaults to every conformance test), PARALLEL (ginkgo processes), RUNNER (hydrophone,
+# the suite in a pod of the tenant, or ginkgo, the suite on this machine), HYDROPHONE
+# (its binary), KNEST (the CLI).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/../kind/env.sh"
@@ -25,6 +26,8 @@ mode=${CONFORMANCE_CONTROL_PLANE:-hosted}
 focus=${FOCUS:-'\[Conformance\]'}
 skip=${SKIP:-}
 parallel=${PARALLEL:-1}
+runner=${RUNNER:-hydrophone}
+[[ $runner == hydrophone || $runner == ginkgo ]] || die "RUNNER is hydrophone or ginkgo, not $runner"
 KNEST=${KNEST:-bin/knest}
 HYDROPHONE=${HYDROPHONE:?HYDROPHONE must name the hydrophone binary}
 built=$KNEST_CACHE/conformance/$version
@@ -40,24 +43,7 @@ images=$(ls -td "$built"/images/*/ 2>/dev/null | head -1)
 busybox=$(grep '/busybox:' "$images/refs.txt" | head -1)
 [[ -n $busybox ]] || die "no busybox image in $images/refs.txt"
 node_image=docker.io/knest/node-conformance:$version
-
-# The node image goes to every node of the host, once per build.
-mapfile -t nodes < <("$KIND" get nodes --name "$KIND_CLUSTER")
-want=$(tar -xOf "$built/node/node-containerdisk.tar" index.json | sha256sum | cut -c1-16)
-for node in "${nodes[@]}"; do
-  have=$("$KIND_ENGINE" exec "$node" cat /var/lib/knest-conformance-image 2>/dev/null || true)
-  if [[ $have != "$want" ]]; then
-    log "loading $node_image into the kind host"
-    "$KIND" load image-archive "$built/node/node-containerdisk.tar" --name "$KIND_CLUSTER"
-    # The archive names it index.docker.io/...; the CRI looks it up as docker.io/...
-    # (as up.sh does for every archive).
-    for n in "${nodes[@]}"; do
-      "$KIND_ENGINE" exec "$n" sh -c "ctr -n k8s.io images tag --force index.docker.io/knest/node-conformance:$version $node_image >/dev/null 2>&1 &&
-        echo $want >/var/lib/knest-conformance-image"
-    done
-    break
-  fi
-done
+hack/conformance/load.sh
 
 if ! knest get "$name" >/dev/null 2>&1; then
   log "creating tenant $name ($version, control plane $mode, two workers of $node_image)"
@@ -98,31 +84,42 @@ dns_domain=$("$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" -n default 
 slowdown=${KNEST_HOST_SLOWDOWN:-1}
 [[ -z ${KNEST_HOST_SLOWDOWN:-} && ${KNEST_E2E_ACCEL:-} == tcg ]] && slowdown=3 # up.sh's default
 system_pods_timeout=$((10 * slowdown))m
-log "hydrophone: focus '$focus' skip '$skip' parallel $parallel; results in $results"
 start=$SECONDS
 rc=0
-"$HYDROPHONE" --kubeconfig "$kc" --output-dir "$results" \
-  --conformance-image "knest.local/conformance:$version" --busybox-image "$busybox" \
-  --test-repo-list "$images/repo-list.yaml" --startup-timeout 15m \
-  --focus "$focus" --skip "$skip" --parallel "$parallel" --disable-progress-status \
-  --extra-args "--dns-domain=$dns_domain" --extra-args "--system-pods-startup-timeout=$system_pods_timeout" \
-  2>&1 | tee "$results/hydrophone.log" || rc=$?
-# hydrophone ends when it loses the tenant API for a while (its LoadBalancer address
-# withdrawn, say), while the suite goes on in its pod: wait for the suite there, as
-# long as the API answers within the day, and copy its files.
-if [[ ! -f $results/junit_01.xml ]]; then
-  log "hydrophone ended without the suite's results (exit $rc); waiting for the suite in its pod"
-  pod=(-n conformance exec e2e-conformance-test -c output-container --)
-  until tk "${pod[@]}" test -f /tmp/results/done 2>/dev/null || ((SECONDS - start > 86400)); do sleep 60; done
-  for f in e2e.log junit_01.xml; do
-    tk "${pod[@]}" cat "/tmp/results/$f" >"$results/$f.tmp" 2>/dev/null && mv "$results/$f.tmp" "$results/$f" || rm -f "$results/$f.tmp"
-  done
+if [[ $runner == ginkgo ]]; then
+  # The same suite run from this machine against the tenant's API, as make e2e's smoke
+  # part does: no suite pod to start on an emulated worker.
+  log "ginkgo: focus '$focus' skip '$skip' parallel $parallel; results in $results"
+  KUBE_TEST_REPO_LIST=$images/repo-list.yaml "$built/bin/ginkgo" --procs "$parallel" --focus "$focus" --skip "$skip" \
+    --timeout 24h --no-color --silence-skips "$built/bin/e2e.test" -- \
+    --kubeconfig "$kc" --provider local --kubectl-path "$built/bin/kubectl" --report-dir "$results" \
+    --dns-domain "$dns_domain" --system-pods-startup-timeout "$system_pods_timeout" >"$results/e2e.log" 2>&1 || rc=$?
+  tail -20 "$results/e2e.log"
+else
+  log "hydrophone: focus '$focus' skip '$skip' parallel $parallel; results in $results"
+  "$HYDROPHONE" --kubeconfig "$kc" --output-dir "$results" \
+    --conformance-image "knest.local/conformance:$version" --busybox-image "$busybox" \
+    --test-repo-list "$images/repo-list.yaml" --startup-timeout 15m \
+    --focus "$focus" --skip "$skip" --parallel "$parallel" --disable-progress-status \
+    --extra-args "--dns-domain=$dns_domain" --extra-args "--system-pods-startup-timeout=$system_pods_timeout" \
+    2>&1 | tee "$results/hydrophone.log" || rc=$?
+  # hydrophone ends when it loses the tenant API for a while (its LoadBalancer address
+  # withdrawn, say), while the suite goes on in its pod: wait for the suite there, as
+  # long as the API answers within the day, and copy its files.
+  if [[ ! -f $results/junit_01.xml ]]; then
+    log "hydrophone ended without the suite's results (exit $rc); waiting for the suite in its pod"
+    pod=(-n conformance exec e2e-conformance-test -c output-container --)
+    until tk "${pod[@]}" test -f /tmp/results/done 2>/dev/null || ((SECONDS - start > 86400)); do sleep 60; done
+    for f in e2e.log junit_01.xml; do
+      tk "${pod[@]}" cat "/tmp/results/$f" >"$results/$f.tmp" 2>/dev/null && mv "$results/$f.tmp" "$results/$f" || rm -f "$results/$f.tmp"
+    done
+  fi
+  "$HYDROPHONE" --kubeconfig "$kc" --cleanup >/dev/null 2>&1 || true
 fi
 took=$((SECONDS - start))
-"$HYDROPHONE" --kubeconfig "$kc" --cleanup >/dev/null 2>&1 || true
 
 junit=$results/junit_01.xml
-[[ -f $junit ]] || die "no junit_01.xml from the suite (exit $rc): $results/hydrophone.log"
+[[ -f $junit ]] || die "no junit_01.xml from the suite (exit $rc): see $results"
 # The suite's own counts, from the root element of its JUnit report.
 counts=$(grep -o '<testsuite [^>]*>' "$junit" | head -1)
 attr() { sed -n "s/.* $1=\"\\([^\"]*\\)\".*/\\1/p" <<<"$counts"; }
@@ -131,7 +128,7 @@ passed=$((tests - failures - errors - skipped))
 tee "$results/summary.txt" <<EOF
 knest commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with local changes)')
 machine: $(nproc) cores $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), guests under ${KNEST_E2E_ACCEL:-?}
-tenant: $version, control plane $mode, 2 workers
+tenant: $version, control plane $mode, 2 workers; runner $runner, $parallel at once
 focus: $focus
 skip: $skip
 passed $passed, failed $((failures + errors)), skipped $skipped (of $tests specs), $took s

@@ -1,0 +1,189 @@
+//go:build e2e
+
+package tenant_test
+
+import (
+	"context"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
+)
+
+// conformanceSmoke is the part of Kubernetes' conformance suite make e2e runs on its
+// hosted tenant (docs/conformance.md): specs whose requests go the ways a hosted
+// control plane reaches into its tenant, through konnectivity to kubelets, pods and
+// Services, and back from the tenant's pods to the API server. Each fits one worker.
+var conformanceSmoke = []string{
+	// exec and logs: the API server to the kubelet. Not "[sig-node] Pods should support
+	// retrieving logs from the container over websockets": it reads the log once, as
+	// soon as the container runs, and on an emulated worker its shell had not yet
+	// written its line (docs/conformance.md).
+	"[sig-node] Pods should support remote command execution over websockets [NodeConformance] [Conformance]",
+	"[sig-cli] Kubectl logs logs should be able to retrieve and filter logs [Conformance]", //nolint:dupword // the spec's name
+	// port-forward: no conformance spec has it; this is the suite's own, not [Conformance].
+	"[sig-cli] Kubectl Port forwarding With a server listening on localhost should support forwarding over websockets",
+	// the proxy subresources of pods and Services, and kubectl proxy.
+	"[sig-network] Proxy version v1 A set of valid responses are returned for both pod and service ProxyWithPath [Conformance]",
+	"[sig-network] Proxy version v1 should proxy through a service and a pod [Conformance]",
+	"[sig-cli] Kubectl client Proxy server should support proxy with --port 0 [Conformance]",
+	// webhooks and an aggregated API server behind tenant Services.
+	"[sig-api-machinery] AdmissionWebhook [Privileged:ClusterAdmin] should be able to deny pod and configmap creation [Conformance]",
+	"[sig-api-machinery] AdmissionWebhook [Privileged:ClusterAdmin] should be able to deny attaching pod [Conformance]",
+	"[sig-api-machinery] CustomResourceConversionWebhook [Privileged:ClusterAdmin] should be able to convert from CR v1 to CR v2 [Conformance]",
+	"[sig-api-machinery] Aggregator Should be able to support the 1.17 Sample API Server using the current Aggregator [LinuxOnly] [Conformance]",
+	"[sig-api-machinery] AggregatedDiscovery should support aggregated discovery interface [Conformance]",
+	// DNS under the tenant's own domain, Services, NodePorts.
+	"[sig-network] DNS should provide DNS for the cluster [Conformance]",
+	"[sig-network] DNS should provide DNS for services [Conformance]",
+	"[sig-network] DNS should resolve DNS of partial qualified names for services [LinuxOnly] [Conformance]",
+	"[sig-network] Services should be able to create a functioning NodePort service [Conformance]",
+	"[sig-network] Services should serve a basic endpoint from pods [Conformance]",
+	"[sig-network] Services should find a service from listing all namespaces [Conformance]",
+	// the tenant's pods to the API server: its Service, its issuer's discovery.
+	"[sig-network] API Server should provide secure master service [Conformance]",
+	"[sig-auth] ServiceAccounts ServiceAccountIssuerDiscovery should support OIDC discovery of service account issuer [Conformance]",
+	"[sig-cli] Kubectl client Kubectl cluster-info should check if Kubernetes control plane services is included in cluster-info [Conformance]",
+}
+
+const (
+	// conformanceProcs is how many specs run at once (ginkgo processes).
+	conformanceProcs = 3
+	smokeTimeout     = 30 * time.Minute
+)
+
+// conformanceNodeImage is the node image with the suite's images baked in, which the
+// smoke's tenant boots (make e2e loads it into the kind host).
+func conformanceNodeImage(t *testing.T) string {
+	t.Helper()
+	image := os.Getenv(envConformanceNodeImage)
+	if image == "" || os.Getenv(envConformance) == "" {
+		t.Fatalf("%s and %s are not set: make e2e sets them (make conformance-images builds the suite)", envConformance, envConformanceNodeImage)
+	}
+	return image
+}
+
+// expectConformanceSmoke runs conformanceSmoke with the suite's e2e.test against the
+// tenant and expects every spec to have run and passed. The suite's own e2e.log and
+// JUnit file stay in the state directory.
+func expectConformanceSmoke(t *testing.T, key client.ObjectKey) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), smokeTimeout)
+	defer cancel()
+	dir := os.Getenv(envConformance)
+	repoLists, _ := filepath.Glob(filepath.Join(dir, "images", "*", "repo-list.yaml"))
+	if len(repoLists) != 1 {
+		t.Fatalf("%s: want one images/*/repo-list.yaml, found %d: make conformance-images", dir, len(repoLists))
+	}
+	nc := &knestv1.NestedCluster{}
+	if err := s.host.Get(ctx, key, nc); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(s.stateDir, "conformance-smoke")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log, err := os.Create(filepath.Join(out, "e2e.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+
+	bin := filepath.Join(dir, "bin")
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "ginkgo"),
+		"--procs", strconv.Itoa(conformanceProcs), "--focus", smokeFocus(conformanceSmoke), "--timeout", smokeTimeout.String(), "--no-color", "--silence-skips",
+		filepath.Join(bin, "e2e.test"), "--",
+		"--kubeconfig", filepath.Join(s.stateDir, key.Namespace+"-"+key.Name+".kubeconfig"),
+		"--provider", "local", "--kubectl-path", filepath.Join(bin, "kubectl"),
+		"--dns-domain", nc.Spec.Network.DNSDomain, "--report-dir", out)
+	// The suite's images are the ones baked into the node image, under knest's names.
+	cmd.Env = append(os.Environ(), "KUBE_TEST_REPO_LIST="+repoLists[0])
+	cmd.Stdout, cmd.Stderr = log, log
+	t.Logf("$ ginkgo --procs %d e2e.test: %d specs (%s)", conformanceProcs, len(conformanceSmoke), log.Name())
+	start := time.Now()
+	runErr := cmd.Run()
+	took := time.Since(start)
+
+	results, err := readJUnit(filepath.Join(out, "junit_01.xml"))
+	if err != nil {
+		t.Fatalf("the suite (%v, after %s) left no report: %v; see %s", runErr, took.Round(time.Second), err, log.Name())
+	}
+	var failed []string
+	for _, spec := range conformanceSmoke {
+		r, ok := results[spec]
+		switch {
+		case !ok:
+			failed = append(failed, spec+": not run")
+		case r.Status != "passed":
+			failed = append(failed, fmt.Sprintf("%s: %s after %.0f s: %s", spec, r.Status, r.Time, firstLine(r.Failure.Text)))
+		default:
+			t.Logf("passed in %4.0f s: %s", r.Time, spec)
+		}
+	}
+	if len(failed) > 0 || runErr != nil {
+		t.Fatalf("conformance smoke (%v, %s): %d of %d specs did not pass; see %s\n%s", runErr, took.Round(time.Second), len(failed), len(conformanceSmoke), log.Name(), strings.Join(failed, "\n"))
+	}
+	s.timeline.add("conformance smoke", fmt.Sprintf("%d specs passed (%d at once)", len(conformanceSmoke), conformanceProcs), took)
+}
+
+// smokeFocus is a ginkgo focus matching exactly the specs named (ginkgo matches it
+// against the suite's description, a space and the spec's text).
+func smokeFocus(specs []string) string {
+	quoted := make([]string, len(specs))
+	for i, spec := range specs {
+		quoted[i] = " " + regexp.QuoteMeta(spec) + "$"
+	}
+	return strings.Join(quoted, "|")
+}
+
+// junitCase is a spec's entry in the suite's JUnit report.
+type junitCase struct {
+	Name    string  `xml:"name,attr"`
+	Status  string  `xml:"status,attr"`
+	Time    float64 `xml:"time,attr"`
+	Failure struct {
+		Text string `xml:",chardata"`
+	} `xml:"failure"`
+}
+
+// readJUnit reads the suite's JUnit report, by spec text (without ginkgo's
+// "[It] " prefix).
+func readJUnit(path string) (map[string]junitCase, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var report struct {
+		Suites []struct {
+			Cases []junitCase `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(b, &report); err != nil {
+		return nil, err
+	}
+	cases := map[string]junitCase{}
+	for _, suite := range report.Suites {
+		for _, c := range suite.Cases {
+			cases[strings.TrimPrefix(c.Name, "[It] ")] = c
+		}
+	}
+	return cases, nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
