@@ -33,11 +33,11 @@ suite=${DEBIAN_SUITE:-bookworm}
 
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { echo "ERROR: $*" >&2; exit 1; }
-hash_inputs() { # files or strings
+hash_inputs() { # files or strings; by content, wherever the clone or cache is
 	local a
 	for a in "$@"; do
-		if [ -d "$a" ]; then find "$a" -type f -print0 | sort -z | xargs -0 sha256sum
-		elif [ -f "$a" ]; then sha256sum "$a"
+		if [ -d "$a" ]; then (cd "$a" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 -r sha256sum)
+		elif [ -f "$a" ]; then sha256sum <"$a"
 		else echo "$a"; fi
 	done | sha256sum | cut -c1-16
 }
