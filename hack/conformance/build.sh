@@ -94,7 +94,8 @@ nginx_base=$(userland nginx nginx-light \
 busybox_base=$(userland busybox busybox-static)
 
 # --- images ------------------------------------------------------------------------------
-mapfile -t listed < <("$bin/e2e.test" --list-images 2>/dev/null)
+# Sorted: the suite lists them in a different order each time.
+mapfile -t listed < <("$bin/e2e.test" --list-images 2>/dev/null | LC_ALL=C sort)
 [ ${#listed[@]} -gt 0 ] || die "e2e.test --list-images listed nothing"
 e2e_repo=registry.k8s.io/e2e-test-images
 # A userland is named by the hash of its inputs: its directory's name stands for it.
