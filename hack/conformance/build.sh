@@ -92,6 +92,12 @@ base=$(userland e2e bash,curl,bind9-dnsutils,netcat-openbsd,iproute2,iperf,procp
 nginx_base=$(userland nginx nginx-light \
 	'ln -sf /dev/stdout "$1/var/log/nginx/access.log" && ln -sf /dev/stderr "$1/var/log/nginx/error.log"')
 busybox_base=$(userland busybox busybox-static)
+# The commands the suite runs in agnhost's image (its probes and execs), which
+# upstream's Alpine has: a spec's probe failed for want of netstat.
+commands=$(tar -tf "$base" | sed -n 's|^\./\(usr/\)\{0,1\}s\{0,1\}bin/||p')
+for c in sh bash curl dig nslookup nc netstat wget ping ip iperf timeout; do
+	grep -qx "$c" <<<"$commands" || die "the e2e userland has no $c"
+done
 
 # --- images ------------------------------------------------------------------------------
 # Sorted: the suite lists them in a different order each time.
