@@ -120,19 +120,20 @@ took=$((SECONDS - start))
 
 junit=$results/junit_01.xml
 [[ -f $junit ]] || die "no junit_01.xml from the suite (exit $rc): see $results"
-# The suite's own counts, from the root element of its JUnit report.
-counts=$(grep -o '<testsuite [^>]*>' "$junit" | head -1)
-attr() { sed -n "s/.* $1=\"\\([^\"]*\\)\".*/\\1/p" <<<"$counts"; }
-tests=$(attr tests) failures=$(attr failures) errors=$(attr errors) skipped=$(attr skipped)
-passed=$((tests - failures - errors - skipped))
+# The specs' states, from the suite's JUnit report (its totals count the suite's
+# setup nodes too, once per process).
+states=$(grep -o '<testcase name="\[It\] [^"]*" classname="[^"]*" status="[a-z]*"' "$junit" | sed 's/.* status="//; s/"$//')
+count() { grep -cx "$1" <<<"$states" || true; }
+tests=$(grep -c . <<<"$states" || true) passed=$(count passed) skipped=$(count skipped)
+failed=$((tests - passed - skipped))
 tee "$results/summary.txt" <<EOF
 knest commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo ' (with local changes)')
 machine: $(nproc) cores $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), guests under ${KNEST_E2E_ACCEL:-?}
 tenant: $version, control plane $mode, 2 workers; runner $runner, $parallel at once
 focus: $focus
 skip: $skip
-passed $passed, failed $((failures + errors)), skipped $skipped (of $tests specs), $took s
+passed $passed, failed $failed, skipped $skipped (of $tests specs), $took s
 failed specs:
-$(grep -o '<testcase name="[^"]*"[^>]*status="failed"' "$junit" | sed 's/<testcase name="\([^"]*\)".*/  \1/' || true)
+$(grep -o '<testcase name="\[It\] [^"]*" classname="[^"]*" status="[a-z]*"' "$junit" | grep -v 'status="\(passed\|skipped\)"' | sed 's/<testcase name="\[It\] \([^"]*\)".*/  \1/' || true)
 EOF
 exit "$rc"
