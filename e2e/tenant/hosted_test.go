@@ -35,8 +35,9 @@ const hostedWorkers = 1
 
 // TestHostedCluster runs a tenant whose control plane is pods on the host
 // (--control-plane-mode hosted) through create, a worker, a Service, logs through the
-// API server, a part of the conformance suite, isolation and delete. Its API is reached as a user outside the host
-// network would: through the Service's NodePort on a host node.
+// API server, a part of the conformance suite, isolation and delete. Its API is
+// reached as a user outside the host network would: through the Service's NodePort
+// on a host node.
 func TestHostedCluster(t *testing.T) {
 	full := os.Getenv(envFull) != ""
 	key := client.ObjectKey{Namespace: newNamespace(t), Name: "hosted"}
