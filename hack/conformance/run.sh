@@ -84,6 +84,31 @@ dns_domain=$("$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" -n default 
 slowdown=${KNEST_HOST_SLOWDOWN:-1}
 [[ -z ${KNEST_HOST_SLOWDOWN:-} && ${KNEST_E2E_ACCEL:-} == tcg ]] && slowdown=3 # up.sh's default
 system_pods_timeout=$((10 * slowdown))m
+
+# A part starts on a quiet tenant. The suite deletes its namespaces without waiting,
+# and an emulated worker tore down the garbage collector specs' hundred pods at two or
+# three a minute, 25 minutes into the next part, whose pods then missed their
+# timeouts. Namespaces an interrupted run left (label e2e-run) are deleted here too.
+# Quiet: no namespace terminating, and no kubelet running more pods than the API
+# binds to its node (kubelet_running_pods counts pods with a sandbox).
+extra_pods() {
+  local node running bound
+  for node in $(tk get nodes -o jsonpath='{.items[*].metadata.name}'); do
+    running=$(tk get --raw "/api/v1/nodes/$node/proxy/metrics" | awk '$1 == "kubelet_running_pods" {print $2}')
+    bound=$(tk get pods -A --field-selector "spec.nodeName=$node" --no-headers | wc -l)
+    ((${running:-0} <= bound)) || echo "$node: $running pods running, $bound bound"
+  done
+}
+tk delete namespaces -l e2e-run --wait=false
+quiet_start=$SECONDS quiet_timeout=$((20 * 60 * slowdown))
+until busy=$(tk get namespaces --no-headers | awk '$2 == "Terminating" {print "namespace " $1 " terminating"}'; extra_pods) && [[ -z $busy ]]; do
+  if ((SECONDS - quiet_start > quiet_timeout)); then
+    log "the tenant is still busy after $quiet_timeout s; starting anyway:"$'\n'"$busy"
+    break
+  fi
+  sleep 20
+done
+log "tenant quiet after $((SECONDS - quiet_start)) s"
 start=$SECONDS
 rc=0
 if [[ $runner == ginkgo ]]; then
