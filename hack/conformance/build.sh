@@ -91,7 +91,8 @@ base=$(userland e2e bash,curl,bind9-dnsutils,netcat-openbsd,iproute2,iperf,procp
 	'chroot "$1" busybox --install -s && chroot "$1" useradd -u 1000 -M user-defined-in-image && chroot "$1" groupadd -g 50000 group-defined-in-image && chroot "$1" usermod -aG group-defined-in-image user-defined-in-image && mkdir -p "$1/uploads"')
 nginx_base=$(userland nginx nginx-light \
 	'ln -sf /dev/stdout "$1/var/log/nginx/access.log" && ln -sf /dev/stderr "$1/var/log/nginx/error.log"')
-busybox_base=$(userland busybox busybox-static)
+# bash-static is the busybox image's sh: below.
+busybox_base=$(userland busybox busybox-static,bash-static)
 # The commands the suite runs in agnhost's image (its probes and execs), which
 # upstream's Alpine has: a spec's probe failed for want of netstat.
 commands=$(tar -tf "$base" | sed -n 's|^\./\(usr/\)\{0,1\}s\{0,1\}bin/||p')
@@ -110,11 +111,18 @@ images=$cache/images/$(hash_inputs "${listed[*]}" "$(basename "$(dirname "$base"
 build_images() {
 	local t=$tmp/trees
 	mkdir -p "$t/busybox/bin" "$t/conformance/tmp" "$t/conformance/kubernetes" "$t/conformance/usr/local/bin"
-	# busybox as upstream's image: every applet a link in /bin.
-	tar -xf "$busybox_base" -C "$tmp" --wildcards './usr/bin/busybox' './bin/busybox' 2>/dev/null || true
+	# busybox as upstream's image: every applet a link in /bin, but sh. Specs run `sh
+	# -c env` in it with variables named `data-1` or `1-data-1` (envFrom with
+	# prefixes) and expect them listed: upstream's busybox ash passes such names on,
+	# Debian's (1.35, and 1.37 in trixie) drops them, bash keeps them.
+	tar -xf "$busybox_base" -C "$tmp" --wildcards './usr/bin/busybox' './bin/busybox' './usr/bin/bash-static' './bin/bash-static' 2>/dev/null || true
 	cp "$(find "$tmp/usr/bin/busybox" "$tmp/bin/busybox" -type f 2>/dev/null | head -1)" "$t/busybox/bin/busybox"
+	cp "$(find "$tmp/usr/bin/bash-static" "$tmp/bin/bash-static" -type f 2>/dev/null | head -1)" "$t/busybox/bin/bash"
 	local a
-	for a in $("$t/busybox/bin/busybox" --list); do [ "$a" = busybox ] || ln -s busybox "$t/busybox/bin/$a"; done
+	for a in $("$t/busybox/bin/busybox" --list); do [ -e "$t/busybox/bin/$a" ] || ln -s busybox "$t/busybox/bin/$a"; done
+	ln -sfn bash "$t/busybox/bin/sh"
+	env -i 'data-1=ok' "$t/busybox/bin/sh" -c env | grep -qx 'data-1=ok' \
+		|| die "the busybox image's sh drops variables whose names are not identifiers"
 	tar --numeric-owner --owner=0 --group=0 -C "$t/busybox" -cf "$tmp/busybox.tar" .
 	# The conformance image (test/conformance/image/Dockerfile): the suite, ginkgo,
 	# kubectl and go-runner as its entrypoint, /tmp writable by the suite's uid.
