@@ -131,7 +131,9 @@ build_images() {
 	chmod 1777 "$t/conformance/tmp"
 	tar --numeric-owner --owner=0 --group=0 -C "$t/conformance" -cf "$tmp/conformance.tar" .
 	local agnhost_layers kitten=$kube_dir/test/images/kitten/html nautilus=$kube_dir/test/images/nautilus/html
-	agnhost_layers='{"tarball": "'$base'"}, {"files": [{"src": "'$bin/agnhost'", "dst": "/agnhost", "mode": "0755"}, {"src": "'$coredns'", "dst": "/coredns", "mode": "0755"}, {"src": "'$kube_dir/test/images/agnhost/porter/localhost.crt'", "dst": "/localhost.crt", "mode": "0644"}, {"src": "'$kube_dir/test/images/agnhost/porter/localhost.key'", "dst": "/localhost.key", "mode": "0644"}]}'
+	# /agnhost-2, a link upstream's Dockerfile makes: specs override the entrypoint with it.
+	ln -s agnhost "$t/agnhost-2"
+	agnhost_layers='{"tarball": "'$base'"}, {"files": [{"src": "'$bin/agnhost'", "dst": "/agnhost", "mode": "0755"}, {"src": "'$t/agnhost-2'", "dst": "/agnhost-2"}, {"src": "'$coredns'", "dst": "/coredns", "mode": "0755"}, {"src": "'$kube_dir/test/images/agnhost/porter/localhost.crt'", "dst": "/localhost.crt", "mode": "0644"}, {"src": "'$kube_dir/test/images/agnhost/porter/localhost.key'", "dst": "/localhost.key", "mode": "0644"}]}'
 	local ref name tag spec=() refs=("knest.local/conformance:$version") skipped=()
 	spec+=("{\"ref\": \"knest.local/conformance:$version\", \"layers\": [{\"tarball\": \"$tmp/busybox.tar\"}, {\"tarball\": \"$tmp/conformance.tar\"}], \"entrypoint\": [\"/usr/local/bin/kubeconformance\"], \"env\": [\"PATH=/usr/local/bin:/bin\", \"HOME=/tmp\", \"E2E_FOCUS=\\\\[Conformance\\\\]\", \"E2E_SKIP=\", \"E2E_PROVIDER=local\", \"E2E_PARALLEL=1\", \"E2E_VERBOSITY=4\", \"RESULTS_DIR=/tmp/results\", \"KUBECONFIG=\"]}")
 	for ref in "${listed[@]}"; do
