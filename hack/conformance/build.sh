@@ -121,8 +121,15 @@ build_images() {
 	local a
 	for a in $("$t/busybox/bin/busybox" --list); do [ -e "$t/busybox/bin/$a" ] || ln -s busybox "$t/busybox/bin/$a"; done
 	ln -sfn bash "$t/busybox/bin/sh"
-	env -i 'data-1=ok' "$t/busybox/bin/sh" -c env | grep -qx 'data-1=ok' \
-		|| die "the busybox image's sh drops variables whose names are not identifiers"
+	# Its root as upstream's: specs write to /tmp (a probe's file), and run as nobody.
+	mkdir -p "$t/busybox/etc" "$t/busybox/root" "$t/busybox/home" "$t/busybox/var" "$t/busybox/tmp"
+	chmod 1777 "$t/busybox/tmp"
+	printf '%s\n' root:x:0:0:root:/root:/bin/sh nobody:x:65534:65534:nobody:/home:/bin/false >"$t/busybox/etc/passwd"
+	printf '%s\n' root:x:0: nobody:x:65534: >"$t/busybox/etc/group"
+	# What specs do in it, in it (both binaries are static).
+	chroot "$t/busybox" /bin/env -i 'data-1=ok' /bin/sh -c 'env; echo ok >/tmp/health && cat /tmp/health && rm /tmp/health' >"$tmp/busybox-check" 2>&1 || true
+	grep -qx 'data-1=ok' "$tmp/busybox-check" || die "the busybox image's sh drops variables whose names are not identifiers: $(cat "$tmp/busybox-check")"
+	grep -qx ok "$tmp/busybox-check" || die "the busybox image cannot write to /tmp: $(cat "$tmp/busybox-check")"
 	tar --numeric-owner --owner=0 --group=0 -C "$t/busybox" -cf "$tmp/busybox.tar" .
 	# The conformance image (test/conformance/image/Dockerfile): the suite, ginkgo,
 	# kubectl and go-runner as its entrypoint, /tmp writable by the suite's uid.
@@ -164,7 +171,7 @@ build_images() {
 	printf '%s\n' "${skipped[@]}" >"$tmp/not-built.txt"
 	# KUBE_TEST_REPO_LIST (hydrophone --test-repo-list): only the e2e images move.
 	echo "promoterE2eRegistry: knest.local/e2e-test-images" >"$tmp/repo-list.yaml"
-	rm -rf "$tmp/trees" "$tmp/usr" "$tmp/bin" "$tmp/busybox.tar" "$tmp/conformance.tar"
+	rm -rf "$tmp/trees" "$tmp/usr" "$tmp/bin" "$tmp/busybox.tar" "$tmp/busybox-check" "$tmp/conformance.tar"
 }
 step "$images" build_images
 for d in "$cache"/images/*; do [ "$d" = "$images" ] || rm -rf "$d"; done
