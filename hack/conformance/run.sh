@@ -159,6 +159,6 @@ focus: $focus
 skip: $skip
 passed $passed, failed $failed, skipped $skipped (of $tests specs), $took s
 failed specs:
-$(grep -o '<testcase name="\[It\] [^"]*" classname="[^"]*" status="[a-z]*"' "$junit" | grep -v 'status="\(passed\|skipped\)"' | sed 's/<testcase name="\[It\] \([^"]*\)".*/  \1/' || true)
+$(grep -o '<testcase name="\[It\] [^"]*" classname="[^"]*" status="[a-z]*"' "$junit" | grep -v 'status="\(passed\|skipped\)"' | sed 's/<testcase name="\[It\] \([^"]*\)".*/  \1/; s/&#39;/'\''/g; s/&#34;/"/g; s/&amp;/\&/g' || true)
 EOF
 exit "$rc"
