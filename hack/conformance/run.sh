@@ -87,7 +87,7 @@ system_pods_timeout=$((10 * slowdown))m
 
 # A part starts on a quiet tenant. The suite deletes its namespaces without waiting,
 # and an emulated worker tore down the garbage collector specs' hundred pods at two or
-# three a minute, 25 minutes into the next part, whose pods then missed their
+# three a minute, 15 minutes into the next part, whose pods then missed their
 # timeouts. Namespaces an interrupted run left (label e2e-run) are deleted here too.
 # Quiet: no namespace terminating, and no kubelet running more pods than the API
 # binds to its node (kubelet_running_pods counts pods with a sandbox).
