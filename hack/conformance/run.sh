@@ -147,7 +147,8 @@ junit=$results/junit_01.xml
 [[ -f $junit ]] || die "no junit_01.xml from the suite (exit $rc): see $results"
 # The specs' states, from the suite's JUnit report (its totals count the suite's
 # setup nodes too, once per process).
-states=$(grep -o '<testcase name="\[It\] [^"]*" classname="[^"]*" status="[a-z]*"' "$junit" | sed 's/.* status="//; s/"$//')
+cases=$(grep -o '<testcase name="\[It\] [^"]*" classname="[^"]*" status="[a-z]*"' "$junit" || true)
+states=$(sed 's/.* status="//; s/"$//' <<<"$cases")
 count() { grep -cx "$1" <<<"$states" || true; }
 tests=$(grep -c . <<<"$states" || true) passed=$(count passed) skipped=$(count skipped)
 failed=$((tests - passed - skipped))
@@ -159,6 +160,6 @@ focus: $focus
 skip: $skip
 passed $passed, failed $failed, skipped $skipped (of $tests specs), $took s
 failed specs:
-$(grep -o '<testcase name="\[It\] [^"]*" classname="[^"]*" status="[a-z]*"' "$junit" | grep -v 'status="\(passed\|skipped\)"' | sed 's/<testcase name="\[It\] \([^"]*\)".*/  \1/; s/&#39;/'\''/g; s/&#34;/"/g; s/&amp;/\&/g' || true)
+$(grep -v 'status="\(passed\|skipped\)"' <<<"$cases" | sed 's/<testcase name="\[It\] \([^"]*\)".*/  \1/; s/&#39;/'\''/g; s/&#34;/"/g; s/&amp;/\&/g' || true)
 EOF
 exit "$rc"
