@@ -16,9 +16,10 @@ NODE_IMAGE_DIR := $(NODE_IMAGES_DIR)/$(NODE_KUBE_VERSION)
 NODE_IMAGE_TEST_TIMEOUT ?= 120m
 NODE_IMAGE_TEST_FLAGS ?=
 
-# What images/build.sh runs (it stops with this list when one is missing).
+# What images/build.sh runs (it stops with this list when one is missing), and
+# hack/conformance/build.sh (ip, curl: its httpd check).
 NODE_IMAGE_TOOLS := mmdebstrap:mmdebstrap mkfs.ext4:e2fsprogs e2fsck:e2fsprogs debugfs:e2fsprogs \
-	qemu-img:qemu-utils qemu-system-x86_64:qemu-system-x86 gcc:gcc
+	qemu-img:qemu-utils qemu-system-x86_64:qemu-system-x86 gcc:gcc ip:iproute2 curl:curl
 # Files the cgo builds link statically (runc: libseccomp; flanneld, runc: libc).
 NODE_IMAGE_LIBS := /usr/include/seccomp.h:libseccomp-dev /usr/lib/x86_64-linux-gnu/libseccomp.a:libseccomp-dev \
 	/usr/lib/x86_64-linux-gnu/libc.a:libc6-dev

@@ -50,7 +50,7 @@ step() {
 	mv "$tmp" "$1"
 }
 [ -f "$node_out/disk.raw" ] || die "$node_out/disk.raw missing: make node-image NODE_KUBE_VERSION=$version"
-for tool in mmdebstrap debugfs resize2fs e2fsck qemu-img; do
+for tool in mmdebstrap debugfs resize2fs e2fsck qemu-img unshare ip curl; do
 	command -v "$tool" >/dev/null || die "$tool not found (make node-image-tools installs it)"
 done
 
@@ -105,9 +105,62 @@ done
 mapfile -t listed < <("$bin/e2e.test" --list-images 2>/dev/null | LC_ALL=C sort)
 [ ${#listed[@]} -gt 0 ] || die "e2e.test --list-images listed nothing"
 e2e_repo=registry.k8s.io/e2e-test-images
+# Apache's server alone, without Debian's configuration (httpd_layer): v1.34 lists httpd.
+httpd_base=
+[[ " ${listed[*]}" != *" $e2e_repo/httpd:"* ]] || httpd_base=$(userland httpd apache2-bin)
 # A userland is named by the hash of its inputs: its directory's name stands for it.
 images=$cache/images/$(hash_inputs "${listed[*]}" "$(basename "$(dirname "$base")")" "$(basename "$(dirname "$nginx_base")")" \
-	"$(basename "$(dirname "$busybox_base")")" "$bin" "$kubectl" "$coredns" "$0" "$repo/images/tools")
+	"$(basename "$(dirname "$busybox_base")")" "$(basename "$(dirname "${httpd_base:-none}")")" "$bin" "$kubectl" "$coredns" "$0" "$repo/images/tools")
+# httpd_layer DIR: $tmp/httpd.tar, what makes Debian's apache2 upstream's httpd image
+# (the Docker library's): its paths (StatefulSet specs move htdocs/index.html away to
+# fail the readiness probe, and back), httpd-foreground, logs to stdout and stderr.
+# Checked by serving index.html from the image's root in a network namespace of its own.
+httpd_layer() {
+	local d=$1 a=/usr/local/apache2 m=/usr/lib/apache2/modules
+	mkdir -p "$d$a/bin" "$d$a/conf" "$d$a/htdocs" "$d$a/logs"
+	echo '<html><body><h1>It works!</h1></body></html>' >"$d$a/htdocs/index.html"
+	echo 'text/html html htm' >"$d$a/conf/mime.types"
+	cat >"$d$a/conf/httpd.conf" <<EOF
+ServerRoot $a
+ServerName localhost
+Listen 80
+LoadModule mpm_event_module $m/mod_mpm_event.so
+LoadModule authz_core_module $m/mod_authz_core.so
+LoadModule dir_module $m/mod_dir.so
+LoadModule mime_module $m/mod_mime.so
+User www-data
+Group www-data
+PidFile logs/httpd.pid
+DefaultRuntimeDir logs
+ErrorLog /proc/self/fd/2
+LogFormat "%h %l %u %t \"%r\" %>s %b" common
+CustomLog /proc/self/fd/1 common
+TypesConfig conf/mime.types
+DocumentRoot $a/htdocs
+DirectoryIndex index.html
+<Directory $a/htdocs>
+	Require all granted
+</Directory>
+EOF
+	printf '%s\n' '#!/bin/sh' "exec /usr/sbin/apache2 -d $a -f conf/httpd.conf \"\$@\"" >"$d$a/bin/httpd"
+	printf '%s\n' '#!/bin/sh' 'set -e' "rm -f $a/logs/httpd.pid" 'exec httpd -DFOREGROUND "$@"' >"$d$a/bin/httpd-foreground"
+	chmod 0755 "$d$a/bin/httpd" "$d$a/bin/httpd-foreground"
+	tar --numeric-owner --owner=0 --group=0 -C "$d" -cf "$tmp/httpd.tar" .
+	local root=$d.check c
+	mkdir -p "$root" && tar -xf "$httpd_base" -C "$root" && tar -xf "$tmp/httpd.tar" -C "$root"
+	for c in sh hostname printf dd ln ls find touch mv cat; do
+		chroot "$root" sh -c "command -v $c" >/dev/null || die "the httpd image has no $c"
+	done
+	# shellcheck disable=SC2016 # expanded in the namespaces (a container's: /proc, its lo)
+	unshare --net --mount --pid --fork --mount-proc="$root/proc" sh -c 'ip link set lo up
+		PATH=/usr/local/apache2/bin:$PATH chroot "$1" httpd-foreground >"$1.log" 2>&1 & pid=$!
+		for i in $(seq 50); do curl -sf http://127.0.0.1/index.html >/dev/null && break; sleep 0.2; done
+		curl -sf http://127.0.0.1/index.html && chroot "$1" mv /usr/local/apache2/htdocs/index.html /tmp/ &&
+		! curl -sf http://127.0.0.1/index.html >/dev/null && echo moved; kill $pid; wait' sh "$root" >"$tmp/httpd-check" 2>&1 || true
+	grep -q 'It works' "$tmp/httpd-check" && grep -qx moved "$tmp/httpd-check" ||
+		die "the httpd image does not serve index.html as upstream's: $(cat "$tmp/httpd-check" "$root.log")"
+	rm -rf "$root" "$root.log" "$tmp/httpd-check"
+}
 build_images() {
 	local t=$tmp/trees
 	mkdir -p "$t/busybox/bin" "$t/conformance/tmp" "$t/conformance/kubernetes" "$t/conformance/usr/local/bin"
@@ -131,6 +184,7 @@ build_images() {
 	grep -qx 'data-1=ok' "$tmp/busybox-check" || die "the busybox image's sh drops variables whose names are not identifiers: $(cat "$tmp/busybox-check")"
 	grep -qx ok "$tmp/busybox-check" || die "the busybox image cannot write to /tmp: $(cat "$tmp/busybox-check")"
 	tar --numeric-owner --owner=0 --group=0 -C "$t/busybox" -cf "$tmp/busybox.tar" .
+	[ -z "$httpd_base" ] || httpd_layer "$t/httpd"
 	# The conformance image (test/conformance/image/Dockerfile): the suite, ginkgo,
 	# kubectl and go-runner as its entrypoint, /tmp writable by the suite's uid.
 	cp "$bin/e2e.test" "$bin/ginkgo" "$kubectl" "$t/conformance/usr/local/bin/"
@@ -141,12 +195,12 @@ build_images() {
 	# /agnhost-2, a link upstream's Dockerfile makes: specs override the entrypoint with it.
 	ln -s agnhost "$t/agnhost-2"
 	agnhost_layers='{"tarball": "'$base'"}, {"files": [{"src": "'$bin/agnhost'", "dst": "/agnhost", "mode": "0755"}, {"src": "'$t/agnhost-2'", "dst": "/agnhost-2"}, {"src": "'$coredns'", "dst": "/coredns", "mode": "0755"}, {"src": "'$kube_dir/test/images/agnhost/porter/localhost.crt'", "dst": "/localhost.crt", "mode": "0644"}, {"src": "'$kube_dir/test/images/agnhost/porter/localhost.key'", "dst": "/localhost.key", "mode": "0644"}]}'
-	local ref name tag spec=() refs=("knest.local/conformance:$version") skipped=()
+	local ref name tag path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin spec=() refs=("knest.local/conformance:$version") skipped=()
 	spec+=("{\"ref\": \"knest.local/conformance:$version\", \"layers\": [{\"tarball\": \"$tmp/busybox.tar\"}, {\"tarball\": \"$tmp/conformance.tar\"}], \"entrypoint\": [\"/usr/local/bin/kubeconformance\"], \"env\": [\"PATH=/usr/local/bin:/bin\", \"HOME=/tmp\", \"E2E_FOCUS=\\\\[Conformance\\\\]\", \"E2E_SKIP=\", \"E2E_PROVIDER=local\", \"E2E_PARALLEL=1\", \"E2E_VERBOSITY=4\", \"RESULTS_DIR=/tmp/results\", \"KUBECONFIG=\"]}")
 	for ref in "${listed[@]}"; do
 		[[ $ref == "$e2e_repo"/* ]] || continue
 		name=${ref#"$e2e_repo"/} tag=${name##*:} name=${name%:*}
-		local out="knest.local/e2e-test-images/$name:$tag" s=
+		local out="knest.local/e2e-test-images/$name:$tag" s= env="\"PATH=$path\""
 		case $name in
 		agnhost) s="\"layers\": [$agnhost_layers], \"entrypoint\": [\"/agnhost\"], \"cmd\": [\"pause\"]" ;;
 		kitten | nautilus)
@@ -154,6 +208,9 @@ build_images() {
 			[ "$name" = kitten ] || html=$nautilus
 			s="\"layers\": [$agnhost_layers, {\"files\": [{\"src\": \"$html/$name.jpg\", \"dst\": \"/$name.jpg\", \"mode\": \"0644\"}, {\"src\": \"$html/data.json\", \"dst\": \"/data.json\", \"mode\": \"0644\"}]}], \"entrypoint\": [\"/agnhost\"], \"cmd\": [\"test-webserver\"]" ;;
 		busybox) s="\"layers\": [{\"tarball\": \"$tmp/busybox.tar\"}], \"cmd\": [\"sh\"]" ;;
+		httpd) # two tags, one server: HTTPD_VERSION tells them apart, as upstream's do
+			s="\"layers\": [{\"tarball\": \"$httpd_base\"}, {\"tarball\": \"$tmp/httpd.tar\"}], \"workingDir\": \"/usr/local/apache2\", \"cmd\": [\"httpd-foreground\"]"
+			env="\"PATH=/usr/local/apache2/bin:$path\", \"HTTPD_VERSION=${tag%-*}\"" ;;
 		jessie-dnsutils) s="\"layers\": [{\"tarball\": \"$base\"}, {\"files\": [{\"src\": \"$coredns\", \"dst\": \"/coredns\", \"mode\": \"0755\"}]}], \"cmd\": [\"/bin/bash\"]" ;;
 		nginx) s="\"layers\": [{\"tarball\": \"$nginx_base\"}], \"cmd\": [\"nginx\", \"-g\", \"daemon off;\"]" ;;
 		nonroot) s="\"layers\": [{\"tarball\": \"$base\"}], \"user\": \"1234\", \"cmd\": [\"/bin/bash\"]" ;;
@@ -161,7 +218,7 @@ build_images() {
 		sample-apiserver) s="\"layers\": [{\"tarball\": \"$base\"}, {\"files\": [{\"src\": \"$bin/sample-apiserver\", \"dst\": \"/sample-apiserver\", \"mode\": \"0755\"}]}], \"entrypoint\": [\"/sample-apiserver\"]" ;;
 		*) skipped+=("$ref"); continue ;;
 		esac
-		spec+=("{\"ref\": \"$out\", $s, \"env\": [\"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\"]}")
+		spec+=("{\"ref\": \"$out\", $s, \"env\": [$env]}")
 		refs+=("$out")
 	done
 	{ echo '{"images": ['; (IFS=,; echo "${spec[*]}"); echo ']}'; } >"$tmp/spec.json"
@@ -171,7 +228,7 @@ build_images() {
 	printf '%s\n' "${skipped[@]}" >"$tmp/not-built.txt"
 	# KUBE_TEST_REPO_LIST (hydrophone --test-repo-list): only the e2e images move.
 	echo "promoterE2eRegistry: knest.local/e2e-test-images" >"$tmp/repo-list.yaml"
-	rm -rf "$tmp/trees" "$tmp/usr" "$tmp/bin" "$tmp/busybox.tar" "$tmp/busybox-check" "$tmp/conformance.tar"
+	rm -rf "$tmp/trees" "$tmp/usr" "$tmp/bin" "$tmp/busybox.tar" "$tmp/busybox-check" "$tmp/conformance.tar" "$tmp/httpd.tar"
 }
 step "$images" build_images
 for d in "$cache"/images/*; do [ "$d" = "$images" ] || rm -rf "$d"; done
