@@ -110,7 +110,7 @@ httpd_base=
 [[ " ${listed[*]}" != *" $e2e_repo/httpd:"* ]] || httpd_base=$(userland httpd apache2-bin)
 # A userland is named by the hash of its inputs: its directory's name stands for it.
 images=$cache/images/$(hash_inputs "${listed[*]}" "$(basename "$(dirname "$base")")" "$(basename "$(dirname "$nginx_base")")" \
-	"$(basename "$(dirname "$busybox_base")")" "$(basename "$(dirname "${httpd_base:-none}")")" "$bin" "$kubectl" "$coredns" "$0" "$repo/images/tools")
+	"$(basename "$(dirname "$busybox_base")")" "${httpd_base:+$(basename "$(dirname "$httpd_base")")}" "$bin" "$kubectl" "$coredns" "$0" "$repo/images/tools")
 # httpd_layer DIR: $tmp/httpd.tar, what makes Debian's apache2 upstream's httpd image
 # (the Docker library's): its paths (StatefulSet specs move htdocs/index.html away to
 # fail the readiness probe, and back), httpd-foreground, logs to stdout and stderr.
