@@ -3,9 +3,10 @@
 # of) the Kubernetes conformance suite with hydrophone on a knest tenant of the kind
 # host and keeps the suite's own results.
 #
-# The tenant (CONFORMANCE_CLUSTER, made unless it exists): NODE_KUBE_VERSION, control
-# plane CONFORMANCE_CONTROL_PLANE (hosted or vm), two workers booting the node image
-# with the suite's images baked in, its API behind a LoadBalancer address of the host.
+# The tenant (CONFORMANCE_CLUSTER, made unless it exists, and then it must be of this
+# version and mode): NODE_KUBE_VERSION, control plane CONFORMANCE_CONTROL_PLANE (hosted
+# or vm), two workers booting the node image with the suite's images baked in, its API
+# behind a LoadBalancer address of the host.
 # Results: $KNEST_CACHE/conformance/results/<version>-<mode>/<UTC time>/ with e2e.log,
 # junit_01.xml, hydrophone.log and summary.txt (the knest commit, the machine, the
 # focus, passed/failed/skipped and the duration).
@@ -18,6 +19,8 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/../kind/env.sh"
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+die() { echo "conformance: $*" >&2; exit 1; }
+log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 kind_engine
 version=$NODE_KUBE_VERSION
@@ -27,6 +30,7 @@ focus=${FOCUS:-'\[Conformance\]'}
 skip=${SKIP:-}
 parallel=${PARALLEL:-1}
 runner=${RUNNER:-hydrophone}
+[[ $mode == hosted || $mode == vm ]] || die "CONFORMANCE_CONTROL_PLANE is hosted or vm, not $mode"
 [[ $runner == hydrophone || $runner == ginkgo ]] || die "RUNNER is hydrophone or ginkgo, not $runner"
 KNEST=${KNEST:-bin/knest}
 HYDROPHONE=${HYDROPHONE:?HYDROPHONE must name the hydrophone binary}
@@ -35,17 +39,22 @@ TENANT_KUBECTL=$KNEST_CACHE/node-image/kube/$version/kubectl
 # shellcheck disable=SC1090 # the guests' accelerator, for the summary
 [[ -f $KIND_ENV_FILE ]] && source "$KIND_ENV_FILE"
 knest() { "$KNEST" --kubeconfig "$KIND_KUBECONFIG" "$@"; }
-die() { echo "conformance: $*" >&2; exit 1; }
-log() { printf '%s %s\n' "$(date -u +%H:%M:%S)" "$*"; }
 
 images=$(ls -td "$built"/images/*/ 2>/dev/null | head -1)
 [[ -f $built/node/node-containerdisk.tar && -n $images ]] || die "$built has no conformance build: make conformance-images"
 busybox=$(grep '/busybox:' "$images/refs.txt" | head -1)
 [[ -n $busybox ]] || die "no busybox image in $images/refs.txt"
 node_image=docker.io/knest/node-conformance:$version
+
+# A kept tenant is reused, and its results are filed under the asked version and mode:
+# a tenant of another one would file them under the wrong heading.
+hk() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" -n default "$@"; }
+want="$version $( [[ $mode == vm ]] && echo VM || echo Hosted)"
+have=$(hk get nestedcluster "$name" -o jsonpath='{.spec.version} {.spec.controlPlane.mode}' 2>/dev/null) || have=
+[[ -z $have || $have == "$want" ]] || die "tenant $name is $have, not $want: delete it ($KNEST --kubeconfig $KIND_KUBECONFIG delete $name) or name another (CONFORMANCE_CLUSTER=)"
 hack/conformance/load.sh
 
-if ! knest get "$name" >/dev/null 2>&1; then
+if [[ -z $have ]]; then
   log "creating tenant $name ($version, control plane $mode, two workers of $node_image)"
   # The default node image boots its kernel from the kernel-boot image; a pool with its
   # own image is booted the same way here, the kernel being the same.
@@ -70,7 +79,7 @@ tenant_kubeconfig "$name" "$kc" || die "no kubeconfig for tenant $name"
 tk() { "$TENANT_KUBECTL" --kubeconfig "$kc" "$@"; }
 tk wait --for=condition=Ready nodes --all --timeout=30m >/dev/null
 tk get nodes -o wide
-dns_domain=$("$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" -n default get nestedcluster "$name" -o jsonpath='{.spec.network.dnsDomain}')
+dns_domain=$(hk get nestedcluster "$name" -o jsonpath='{.spec.network.dnsDomain}')
 
 # hydrophone's progress report (--disable-progress-status) reads e2e.log in the pod
 # and ends the whole run when that file does not yet name the spec count, which a
