@@ -91,8 +91,34 @@ base=$(userland e2e bash,curl,bind9-dnsutils,netcat-openbsd,iproute2,iperf,procp
 	'chroot "$1" busybox --install -s && chroot "$1" useradd -u 1000 -M user-defined-in-image && chroot "$1" groupadd -g 50000 group-defined-in-image && chroot "$1" usermod -aG group-defined-in-image user-defined-in-image && mkdir -p "$1/uploads"')
 nginx_base=$(userland nginx nginx-light \
 	'ln -sf /dev/stdout "$1/var/log/nginx/access.log" && ln -sf /dev/stderr "$1/var/log/nginx/error.log"')
-# bash-static is the busybox image's sh: below.
-busybox_base=$(userland busybox busybox-static,bash-static)
+# The busybox image's busybox: Debian's source package built with the configuration of
+# its static flavour and FEATURE_DI_ENV_HACK, Debian's own switch (on in its installer's
+# busybox-udeb) that keeps upstream's ash passing variables whose names are not
+# identifiers on to commands (Debian reverts upstream's 9c143ce52 otherwise). Specs need
+# both: `sh -c env` listing `data-1` and `1-data-1` (envFrom with prefixes), and ash's own
+# words for a read-only root; bash's differ, and no Debian binary has both.
+busybox_bin() {
+	# shellcheck disable=SC2016 # expanded in the chroot
+	local dir build='chroot "$1" sh -ec "
+		apt-get update -q
+		mkdir /src && cd /src && apt-get source -q --only-source busybox
+		cd busybox-*/ && cp debian/config/pkg/static .config
+		sed -i \"s/^# CONFIG_FEATURE_DI_ENV_HACK is not set/CONFIG_FEATURE_DI_ENV_HACK=y/\" .config
+		grep -qx CONFIG_FEATURE_DI_ENV_HACK=y .config
+		yes \"\" | make -s oldconfig >/dev/null
+		make -s -j\$(nproc) busybox && install -m755 busybox /busybox"'
+	dir=$cache/userland/busybox-$(hash_inputs "$suite" "$build")
+	make_busybox() {
+		mmdebstrap --mode=root --variant=minbase --include=build-essential,dpkg-dev \
+			--aptopt='APT::Install-Recommends "false"' --customize-hook="$build" \
+			--customize-hook="download /busybox $tmp/busybox" \
+			"$suite" /dev/null "deb $mirror $suite main" "deb-src $mirror $suite main" >&2
+	}
+	log "busybox: Debian's source package with FEATURE_DI_ENV_HACK"
+	step "$dir" make_busybox
+	echo "$dir/busybox"
+}
+busybox=$(busybox_bin)
 # The commands the suite runs in agnhost's image (its probes and execs), which
 # upstream's Alpine has: a spec's probe failed for want of netstat.
 commands=$(tar -tf "$base" | sed -n 's|^\./\(usr/\)\{0,1\}s\{0,1\}bin/||p')
@@ -110,7 +136,7 @@ httpd_base=
 [[ " ${listed[*]}" != *" $e2e_repo/httpd:"* ]] || httpd_base=$(userland httpd apache2-bin)
 # A userland is named by the hash of its inputs: its directory's name stands for it.
 images=$cache/images/$(hash_inputs "${listed[*]}" "$(basename "$(dirname "$base")")" "$(basename "$(dirname "$nginx_base")")" \
-	"$(basename "$(dirname "$busybox_base")")" "${httpd_base:+$(basename "$(dirname "$httpd_base")")}" "$bin" "$kubectl" "$coredns" "$0" "$repo/images/tools")
+	"$(basename "$(dirname "$busybox")")" "${httpd_base:+$(basename "$(dirname "$httpd_base")")}" "$bin" "$kubectl" "$coredns" "$0" "$repo/images/tools")
 # httpd_layer DIR: $tmp/httpd.tar, what makes Debian's apache2 upstream's httpd image
 # (the Docker library's): its paths (StatefulSet specs move htdocs/index.html away to
 # fail the readiness probe, and back), httpd-foreground, logs to stdout and stderr.
@@ -164,25 +190,24 @@ EOF
 build_images() {
 	local t=$tmp/trees
 	mkdir -p "$t/busybox/bin" "$t/conformance/tmp" "$t/conformance/kubernetes" "$t/conformance/usr/local/bin"
-	# busybox as upstream's image: every applet a link in /bin, but sh. Specs run `sh
-	# -c env` in it with variables named `data-1` or `1-data-1` (envFrom with
-	# prefixes) and expect them listed: upstream's busybox ash passes such names on,
-	# Debian's (1.35, and 1.37 in trixie) drops them, bash keeps them.
-	tar -xf "$busybox_base" -C "$tmp" --wildcards './usr/bin/busybox' './bin/busybox' './usr/bin/bash-static' './bin/bash-static' 2>/dev/null || true
-	cp "$(find "$tmp/usr/bin/busybox" "$tmp/bin/busybox" -type f 2>/dev/null | head -1)" "$t/busybox/bin/busybox"
-	cp "$(find "$tmp/usr/bin/bash-static" "$tmp/bin/bash-static" -type f 2>/dev/null | head -1)" "$t/busybox/bin/bash"
+	# busybox as upstream's image: every applet a link in /bin.
+	install -m755 "$busybox" "$t/busybox/bin/busybox"
 	local a
 	for a in $("$t/busybox/bin/busybox" --list); do [ -e "$t/busybox/bin/$a" ] || ln -s busybox "$t/busybox/bin/$a"; done
-	ln -sfn bash "$t/busybox/bin/sh"
 	# Its root as upstream's: specs write to /tmp (a probe's file), and run as nobody.
 	mkdir -p "$t/busybox/etc" "$t/busybox/root" "$t/busybox/home" "$t/busybox/var" "$t/busybox/tmp"
 	chmod 1777 "$t/busybox/tmp"
 	printf '%s\n' root:x:0:0:root:/root:/bin/sh nobody:x:65534:65534:nobody:/home:/bin/false >"$t/busybox/etc/passwd"
 	printf '%s\n' root:x:0: nobody:x:65534: >"$t/busybox/etc/group"
-	# What specs do in it, in it (both binaries are static).
+	# What specs do in it, in it (busybox is static): list variables named `data-1`,
+	# write a probe's file to /tmp, and fail to write to a read-only root in ash's words.
 	chroot "$t/busybox" /bin/env -i 'data-1=ok' /bin/sh -c 'env; echo ok >/tmp/health && cat /tmp/health && rm /tmp/health' >"$tmp/busybox-check" 2>&1 || true
 	grep -qx 'data-1=ok' "$tmp/busybox-check" || die "the busybox image's sh drops variables whose names are not identifiers: $(cat "$tmp/busybox-check")"
 	grep -qx ok "$tmp/busybox-check" || die "the busybox image cannot write to /tmp: $(cat "$tmp/busybox-check")"
+	# shellcheck disable=SC2016 # expanded by the sh in the namespace
+	unshare --mount sh -c 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1" && chroot "$1" /bin/sh -c "echo test > /file"' sh "$t/busybox" 2>"$tmp/busybox-check" || true
+	[ "$(cat "$tmp/busybox-check")" = "/bin/sh: can't create /file: Read-only file system" ] ||
+		die "the busybox image's sh does not fail on a read-only root as upstream's: $(cat "$tmp/busybox-check")"
 	tar --numeric-owner --owner=0 --group=0 -C "$t/busybox" -cf "$tmp/busybox.tar" .
 	[ -z "$httpd_base" ] || httpd_layer "$t/httpd"
 	# The conformance image (test/conformance/image/Dockerfile): the suite, ginkgo,
