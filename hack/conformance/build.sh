@@ -131,12 +131,27 @@ done
 mapfile -t listed < <("$bin/e2e.test" --list-images 2>/dev/null | LC_ALL=C sort)
 [ ${#listed[@]} -gt 0 ] || die "e2e.test --list-images listed nothing"
 e2e_repo=registry.k8s.io/e2e-test-images
+# registry.k8s.io's own images the suite lists (etcd, pause) the node image has under
+# kubeadm's tags, but a suite may list another etcd (v1.34.4's 3.6.4-0 beside kubeadm's
+# 3.6.5-0), which the sample API server's spec runs: built here at that version, where
+# the node image builds its own. The rest the node image lacks (CSI sidecars of
+# non-conformance specs, images invalid on purpose) are named with those not built.
+in_node_image() { grep -qF "\"$1\"" "$node_out/manifest.json"; }
+etcd_ref= etcd_bin=
+for ref in "${listed[@]}"; do
+	[[ $ref == registry.k8s.io/etcd:* ]] && ! in_node_image "$ref" || continue
+	etcd_ref=$ref etcd_version=v${ref##*:}
+	etcd_version=${etcd_version%-*} etcd_bin=$KNEST_CACHE/node-image/bin/etcd-$etcd_version/etcd
+	log "etcd $etcd_version, which the suite lists and the node image has not"
+	"$repo/images/scripts/build-gomod.sh" go.etcd.io/etcd/server/v3 "$etcd_version" go.etcd.io/etcd/server/v3 \
+		"$KNEST_CACHE/node-image/mod/etcd-$etcd_version" "$etcd_bin"
+done
 # Apache's server alone, without Debian's configuration (httpd_layer): v1.34 lists httpd.
 httpd_base=
 [[ " ${listed[*]}" != *" $e2e_repo/httpd:"* ]] || httpd_base=$(userland httpd apache2-bin)
 # A userland is named by the hash of its inputs: its directory's name stands for it.
 images=$cache/images/$(hash_inputs "${listed[*]}" "$(basename "$(dirname "$base")")" "$(basename "$(dirname "$nginx_base")")" \
-	"$(basename "$(dirname "$busybox")")" "${httpd_base:+$(basename "$(dirname "$httpd_base")")}" "$bin" "$kubectl" "$coredns" "$0" "$repo/images/tools")
+	"$(basename "$(dirname "$busybox")")" "${httpd_base:+$(basename "$(dirname "$httpd_base")")}" "$etcd_ref" "$bin" "$kubectl" "$coredns" "$0" "$repo/images/tools")
 # httpd_layer DIR: $tmp/httpd.tar, what makes Debian's apache2 upstream's httpd image
 # (the Docker library's): its paths (StatefulSet specs move htdocs/index.html away to
 # fail the readiness probe, and back), httpd-foreground, logs to stdout and stderr.
@@ -223,7 +238,15 @@ build_images() {
 	local ref name tag path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin spec=() refs=("knest.local/conformance:$version") skipped=()
 	spec+=("{\"ref\": \"knest.local/conformance:$version\", \"layers\": [{\"tarball\": \"$tmp/busybox.tar\"}, {\"tarball\": \"$tmp/conformance.tar\"}], \"entrypoint\": [\"/usr/local/bin/kubeconformance\"], \"env\": [\"PATH=/usr/local/bin:/bin\", \"HOME=/tmp\", \"E2E_FOCUS=\\\\[Conformance\\\\]\", \"E2E_SKIP=\", \"E2E_PROVIDER=local\", \"E2E_PARALLEL=1\", \"E2E_VERBOSITY=4\", \"RESULTS_DIR=/tmp/results\", \"KUBECONFIG=\"]}")
 	for ref in "${listed[@]}"; do
-		[[ $ref == "$e2e_repo"/* ]] || continue
+		if [ "$ref" = "$etcd_ref" ]; then
+			spec+=("{\"ref\": \"$ref\", \"layers\": [{\"files\": [{\"src\": \"$etcd_bin\", \"dst\": \"/usr/local/bin/etcd\", \"mode\": \"0755\"}]}]}")
+			refs+=("$ref")
+			continue
+		fi
+		if [[ $ref != "$e2e_repo"/* ]]; then
+			in_node_image "$ref" || skipped+=("$ref")
+			continue
+		fi
 		name=${ref#"$e2e_repo"/} tag=${name##*:} name=${name%:*}
 		local out="knest.local/e2e-test-images/$name:$tag" s= env="\"PATH=$path\""
 		case $name in
