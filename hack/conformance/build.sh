@@ -276,7 +276,7 @@ build_images() {
 	printf '%s\n' "${skipped[@]}" >"$tmp/not-built.txt"
 	# KUBE_TEST_REPO_LIST (hydrophone --test-repo-list): only the e2e images move.
 	echo "promoterE2eRegistry: knest.local/e2e-test-images" >"$tmp/repo-list.yaml"
-	rm -rf "$tmp/trees" "$tmp/usr" "$tmp/bin" "$tmp/busybox.tar" "$tmp/busybox-check" "$tmp/conformance.tar" "$tmp/httpd.tar"
+	rm -rf "$tmp/trees" "$tmp/busybox.tar" "$tmp/busybox-check" "$tmp/conformance.tar" "$tmp/httpd.tar"
 }
 step "$images" build_images
 for d in "$cache"/images/*; do [ "$d" = "$images" ] || rm -rf "$d"; done
