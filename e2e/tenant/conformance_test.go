@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	knestv1 "github.com/knest-dev/knest/api/v1alpha1"
@@ -66,7 +67,9 @@ var conformanceSmokeAlone = []string{
 const (
 	// conformanceProcs is how many specs of conformanceSmoke run at once.
 	conformanceProcs = 3
-	smokeTimeout     = 30 * time.Minute
+	smokeTimeout     = 45 * time.Minute
+	// quietTimeout bounds the wait for the suite's namespaces to be deleted.
+	quietTimeout = 10 * time.Minute
 )
 
 // conformanceNodeImage is the node image with the suite's images baked in, which the
@@ -82,8 +85,12 @@ func conformanceNodeImage(t *testing.T) string {
 
 // expectConformanceSmoke runs conformanceSmoke, then conformanceSmokeAlone, with the
 // suite's e2e.test against the tenant and expects every spec to have run and passed.
-// The suite's own e2e.log and JUnit file of each run stay in the state directory.
-func expectConformanceSmoke(t *testing.T, key client.ObjectKey) {
+// A spec that did not pass runs once more, alone, on a quiet tenant: on the emulated
+// worker a pod's 1 s readiness probe can miss beside other specs' pods, and the
+// suite reads that as a failure (docs/conformance.md). Both attempts are in the log
+// and the timeline; a spec that fails twice fails the step. The suite's own e2e.log
+// and JUnit file of each run stay in the state directory.
+func expectConformanceSmoke(t *testing.T, key client.ObjectKey, tc tenant) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), smokeTimeout)
 	defer cancel()
@@ -97,13 +104,60 @@ func expectConformanceSmoke(t *testing.T, key client.ObjectKey) {
 		dnsDomain:  nc.Spec.Network.DNSDomain,
 	}
 	start := time.Now()
-	failed := run.expectPassed(t, ctx, "conformance-smoke", conformanceSmoke, conformanceProcs)
-	failed = append(failed, run.expectPassed(t, ctx, "conformance-smoke-alone", conformanceSmokeAlone, 1)...)
+	failed := run.run(t, ctx, "conformance-smoke", conformanceSmoke, conformanceProcs)
+	waitTenantQuiet(t, ctx, tc)
+	failed = append(failed, run.run(t, ctx, "conformance-smoke-alone", conformanceSmokeAlone, 1)...)
 	n := len(conformanceSmoke) + len(conformanceSmokeAlone)
 	if len(failed) > 0 {
-		t.Fatalf("conformance smoke: %d of %d specs did not pass:\n%s", len(failed), n, strings.Join(failed, "\n"))
+		again := make([]string, len(failed))
+		for i, f := range failed {
+			again[i] = f.spec
+			t.Logf("did not pass; it runs again, alone: %s", f)
+		}
+		waitTenantQuiet(t, ctx, tc)
+		againStart := time.Now()
+		failed = run.run(t, ctx, "conformance-smoke-again", again, 1)
+		s.timeline.add("conformance smoke", fmt.Sprintf("%d of %d specs run again, alone; %d failed again", len(again), n, len(failed)), time.Since(againStart))
+	}
+	if len(failed) > 0 {
+		lines := make([]string, len(failed))
+		for i, f := range failed {
+			lines[i] = f.String()
+		}
+		t.Fatalf("conformance smoke: %d of %d specs did not pass twice:\n%s", len(failed), n, strings.Join(lines, "\n"))
 	}
 	s.timeline.add("conformance smoke", fmt.Sprintf("%d specs passed", n), time.Since(start))
+}
+
+// waitTenantQuiet waits until no namespace of the tenant is terminating: the suite
+// deletes its namespaces without waiting, and their pods' teardown on the emulated
+// worker slows the next run's pods. After quietTimeout it goes on, saying so.
+func waitTenantQuiet(t *testing.T, ctx context.Context, tc tenant) {
+	t.Helper()
+	start := time.Now()
+	var terminating []string
+	for time.Since(start) < quietTimeout {
+		namespaces := &corev1.NamespaceList{}
+		if err := tc.List(ctx, namespaces); err != nil {
+			t.Fatalf("listing the tenant's namespaces: %v", err)
+		}
+		terminating = terminating[:0]
+		for _, ns := range namespaces.Items {
+			if ns.Status.Phase == corev1.NamespaceTerminating {
+				terminating = append(terminating, ns.Name)
+			}
+		}
+		if len(terminating) == 0 {
+			t.Logf("the tenant is quiet after %s (no namespace terminating)", time.Since(start).Round(time.Second))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for the tenant to be quiet: %v; terminating: %v", ctx.Err(), terminating)
+		case <-time.After(10 * time.Second):
+		}
+	}
+	t.Logf("the tenant is not quiet after %s, going on; terminating: %v", quietTimeout, terminating)
 }
 
 // suiteRun runs specs of the conformance build in dir against a tenant.
@@ -111,9 +165,16 @@ type suiteRun struct {
 	dir, kubeconfig, dnsDomain string
 }
 
-// expectPassed runs specs, procs at once, keeping the suite's files in the state
-// directory's name, and returns those that did not pass, and why.
-func (r suiteRun) expectPassed(t *testing.T, ctx context.Context, name string, specs []string, procs int) []string {
+// specFailure is a spec that did not pass in a run, and why.
+type specFailure struct {
+	spec, why, run string
+}
+
+func (f specFailure) String() string { return fmt.Sprintf("%s: %s (%s)", f.spec, f.why, f.run) }
+
+// run runs specs, procs at once, keeping the suite's files in the state directory's
+// name, and returns those that did not pass.
+func (r suiteRun) run(t *testing.T, ctx context.Context, name string, specs []string, procs int) []specFailure {
 	t.Helper()
 	repoLists, _ := filepath.Glob(filepath.Join(r.dir, "images", "*", "repo-list.yaml"))
 	if len(repoLists) != 1 {
@@ -142,28 +203,26 @@ func (r suiteRun) expectPassed(t *testing.T, ctx context.Context, name string, s
 	start := time.Now()
 	runErr := cmd.Run()
 	took := time.Since(start).Round(time.Second)
+	where := fmt.Sprintf("%s, after %s; see %s", name, took, log.Name())
 
 	results, err := readJUnit(filepath.Join(out, "junit_01.xml"))
 	if err != nil {
 		t.Fatalf("the suite (%v, after %s) left no report: %v; see %s", runErr, took, err, log.Name())
 	}
-	var failed []string
+	var failed []specFailure
 	for _, spec := range specs {
 		c, ok := results[spec]
 		switch {
 		case !ok:
-			failed = append(failed, spec+": not run")
+			failed = append(failed, specFailure{spec, "not run", where})
 		case c.Status != "passed":
-			failed = append(failed, fmt.Sprintf("%s: %s after %.0f s: %s", spec, c.Status, c.Time, firstLine(c.Failure.Text)))
+			failed = append(failed, specFailure{spec, fmt.Sprintf("%s after %.0f s: %s", c.Status, c.Time, firstLine(c.Failure.Text)), where})
 		default:
 			t.Logf("passed in %4.0f s: %s", c.Time, spec)
 		}
 	}
 	if runErr != nil && len(failed) == 0 {
-		failed = append(failed, fmt.Sprintf("the suite: %v", runErr))
-	}
-	if len(failed) > 0 {
-		failed[0] = fmt.Sprintf("(%s, after %s; see %s) %s", name, took, log.Name(), failed[0])
+		t.Fatalf("the suite: %v, though every spec passed (%s)", runErr, where)
 	}
 	return failed
 }

@@ -90,7 +90,7 @@ func TestHostedCluster(t *testing.T) {
 		}, tenantTimeout, poll).Should(Succeed())
 		expectWebhookCalled(t, tc, knestv1.DefaultVersion)
 	})
-	t.Run("the conformance suite's smoke part passes", func(t *testing.T) { expectConformanceSmoke(t, key) })
+	t.Run("the conformance suite's smoke part passes", func(t *testing.T) { expectConformanceSmoke(t, key, tc) })
 	t.Run("a LoadBalancer Service answers from outside the tenant", func(t *testing.T) { expectLoadBalancerAnswers(t, key, tc) })
 	// Volumes in full runs only: on the slower machine of this kind each pod start and
 	// stop on the emulated worker takes minutes, and the step does not fit CI's time
