@@ -52,6 +52,15 @@ hk() { "$KUBE_BIN_DIR/kubectl" --kubeconfig "$KIND_KUBECONFIG" -n default "$@"; 
 want="$version $( [[ $mode == vm ]] && echo VM || echo Hosted)"
 have=$(hk get nestedcluster "$name" -o jsonpath='{.spec.version} {.spec.controlPlane.mode}' 2>/dev/null) || have=
 [[ -z $have || $have == "$want" ]] || die "tenant $name is $have, not $want: delete it ($KNEST --kubeconfig $KIND_KUBECONFIG delete $name) or name another (CONFORMANCE_CLUSTER=)"
+# A host brought up for another version lacks this one's hosted control-plane images,
+# and the tenant's control plane would wait in ImagePullBackOff: make conformance loads
+# them (hack/kind/up.sh) before it calls this script.
+if [[ $mode == hosted ]]; then
+  for node in $("$KIND" get nodes --name "$KIND_CLUSTER"); do
+    "$KIND_ENGINE" exec "$node" ctr -n k8s.io images ls -q 2>/dev/null | grep -x "knest.local/kubeadm:$version" >/dev/null ||
+      die "kind node $node has no hosted control-plane images of $version: make conformance NODE_KUBE_VERSION=$version loads them"
+  done
+fi
 hack/conformance/load.sh
 
 if [[ -z $have ]]; then
