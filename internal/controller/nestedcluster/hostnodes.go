@@ -91,7 +91,8 @@ var vmPlacementChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) b
 	}
 	return o.Status.Phase != n.Status.Phase || o.Status.NodeName != n.Status.NodeName ||
 		o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero() ||
-		migratableState(o) != migratableState(n) || vmReady(o) != vmReady(n)
+		migratableState(o) != migratableState(n) || vmReady(o) != vmReady(n) ||
+		unschedulableMessage(o) != unschedulableMessage(n)
 }}
 
 // vmReady is KubeVirt's Ready condition of a VMI, which falls when its host node
@@ -111,6 +112,43 @@ func migratableState(vm *kubevirtv1.VirtualMachineInstance) string {
 		return string(c.Status) + "/" + c.Reason
 	}
 	return ""
+}
+
+// unschedulableMessage is the host scheduler's word on a VMI it cannot place
+// (KubeVirt copies the launcher pod's PodScheduled condition), "" otherwise.
+func unschedulableMessage(vm *kubevirtv1.VirtualMachineInstance) string {
+	for _, c := range vm.Status.Conditions {
+		if c.Type == kubevirtv1.VirtualMachineInstanceConditionType(corev1.PodScheduled) &&
+			c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c.Message
+		}
+	}
+	return ""
+}
+
+// unschedulable names the VMs of pool (a pool's name, or knestv1.ControlPlanePool)
+// that no host node can take, and why, or returns "". Without it a pool waits in
+// silence: a 2-core host held a VM control plane and one of two workers of 2 vCPUs,
+// and the second worker's VM waited for CPU requests the host never had.
+func unschedulable(vms []kubevirtv1.VirtualMachineInstance, pool string) string {
+	var names []string
+	var why string
+	for i := range vms {
+		vm := &vms[i]
+		msg := unschedulableMessage(vm)
+		if vm.Labels[knestv1.PoolNameLabel] != pool || !vm.DeletionTimestamp.IsZero() || msg == "" {
+			continue
+		}
+		names = append(names, vm.Name)
+		if why == "" {
+			why = msg
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	slices.Sort(names)
+	return fmt.Sprintf("no host node can take VM %s: %s", strings.Join(names, ", "), strings.TrimSpace(why))
 }
 
 // running are the VMIs that run on a host node and are not going away.

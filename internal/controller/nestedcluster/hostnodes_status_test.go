@@ -108,6 +108,63 @@ func TestStatusNamesVMsOnLostHostNodes(t *testing.T) {
 	g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).NotTo(ContainSubstring("host node"), "not part of Ready")
 }
 
+// A VM that no host node can take (KubeVirt's copy of its launcher pod's
+// PodScheduled condition) is named, with the scheduler's words, in its pool's
+// condition and so in Ready: a 2-core host left a worker's VM pending for want of
+// CPU while the cluster said only "workers 1/2". Once placed, it is not named.
+func TestStatusNamesVMsNoHostNodeCanTake(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	startController(t)
+	ns := namespace(t)
+	nc := testenv.NestedCluster(ns, "full")
+	g.Expect(env.Client.Create(ctx, nc)).To(Succeed())
+	graph := waitForGraph(g, nc)
+
+	scheduling := func(pool, name string) *kubevirtv1.VirtualMachineInstance {
+		tmpl := vmtemplate.Build(vmtemplate.Input{ClusterName: "full", Pool: pool, Image: "knest.local/node:test"}).Spec.Template
+		vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.ObjectMeta.Labels}, Spec: tmpl.Spec}
+		g.Expect(env.Client.Create(ctx, vmi)).To(Succeed())
+		env.SetVMIStatus(g, vmi, func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.Phase = kubevirtv1.Scheduling })
+		return vmi
+	}
+	scheduled := func(status corev1.ConditionStatus, reason, message string) func(*kubevirtv1.VirtualMachineInstanceStatus) {
+		return func(s *kubevirtv1.VirtualMachineInstanceStatus) {
+			s.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{
+				Type: kubevirtv1.VirtualMachineInstanceConditionType(corev1.PodScheduled), Status: status, Reason: reason, Message: message}}
+		}
+	}
+	w2, cp := scheduling("workers", "full-w2"), scheduling(knestv1.ControlPlanePool, "full-cp")
+	// Only the condition changes, as when the scheduler first gives up on the pod.
+	full := scheduled(corev1.ConditionFalse, corev1.PodReasonUnschedulable, "0/1 nodes are available: 1 Insufficient cpu. ")
+	env.SetVMIStatus(g, w2, full)
+	env.SetVMIStatus(g, cp, full)
+	g.Eventually(func(g Gomega) {
+		env.Get(g, nc)
+		g.Expect(conditions.GetMessage(nc, knestv1.WorkersReadyCondition)).To(HaveSuffix(
+			" (no host node can take VM full-w2: 0/1 nodes are available: 1 Insufficient cpu.)"))
+		g.Expect(conditions.GetMessage(nc, knestv1.ControlPlaneReadyCondition)).To(HaveSuffix(
+			"; no host node can take VM full-cp: 0/1 nodes are available: 1 Insufficient cpu."))
+	}, timeout, interval).Should(Succeed())
+	// With the control plane up and no worker, Ready says why.
+	simulateClusterAPI(g, graph, 0)
+	g.Eventually(func(g Gomega) {
+		env.Get(g, nc)
+		g.Expect(conditions.GetMessage(nc, knestv1.ReadyCondition)).To(ContainSubstring("(no host node can take VM full-w2: "))
+	}, timeout, interval).Should(Succeed())
+
+	// CPU freed: the scheduler places both and KubeVirt runs them.
+	for _, vmi := range []*kubevirtv1.VirtualMachineInstance{w2, cp} {
+		env.SetVMIStatus(g, vmi, scheduled(corev1.ConditionTrue, "", ""))
+	}
+	g.Eventually(func(g Gomega) {
+		env.Get(g, nc)
+		for _, c := range []string{knestv1.WorkersReadyCondition, knestv1.ControlPlaneReadyCondition, knestv1.ReadyCondition} {
+			g.Expect(conditions.GetMessage(nc, c)).NotTo(ContainSubstring("no host node"), c)
+		}
+	}, timeout, interval).Should(Succeed())
+}
+
 // setNodeReady writes a host node's Ready condition, as its kubelet or the node
 // lifecycle controller would.
 func setNodeReady(g Gomega, n *corev1.Node, ready corev1.ConditionStatus) {

@@ -180,6 +180,9 @@ func setControlPlaneReadyCondition(nc *knestv1.NestedCluster, s *scope) {
 		cond.Status, cond.Reason = metav1.ConditionFalse, knestv1.ScalingUpReason
 		cond.Message = fmt.Sprintf("%d of %d control-plane nodes ready", cp.Ready, cp.Desired)
 	}
+	if why := unschedulable(s.vms, knestv1.ControlPlanePool); why != "" && cond.Status == metav1.ConditionFalse && nc.DeletionTimestamp.IsZero() {
+		cond.Message += "; " + why
+	}
 	conditions.Set(nc, cond)
 }
 
@@ -201,6 +204,9 @@ func setWorkersReadyCondition(nc *knestv1.NestedCluster, s *scope) {
 		}
 		if len(waiting) == 0 {
 			cond.Status, cond.Reason = metav1.ConditionFalse, reason
+		}
+		if why := unschedulable(s.vms, p.Name); why != "" {
+			msg += " (" + why + ")"
 		}
 		waiting = append(waiting, fmt.Sprintf("%s %s", p.Name, msg))
 	}
