@@ -55,7 +55,7 @@ func NewCommand(logger logr.Logger, streams genericiooptions.IOStreams) *cobra.C
 		"Repository of the kernel-boot images that go with the node images (knest's node disk has no bootloader); "+cluster.NoKernelBoot+" if your node images boot by themselves")
 	fl.StringVar(&f.Render.BootstrapCheck, "bootstrap-check", cluster.BootstrapCheckSSH, "CAPK bootstrap check: ssh (CAPK logs into the VM to confirm kubeadm finished) or none")
 	fl.IntVar(&f.Render.CPUAllocationRatio, "cpu-allocation-ratio", 1,
-		"Host CPU overcommit of tenant VMs, as KubeVirt's cpuAllocationRatio: each vCPU requests 1/N of a host core (1: whole cores)")
+		"Host CPU overcommit of tenant VMs, as KubeVirt's cpuAllocationRatio: each vCPU requests 1/N of a host core (1: whole cores); changing it rolls every tenant's machines")
 	fl.DurationVar(&f.Render.NodeStartupTimeout, "node-startup-timeout", cluster.DefaultNodeStartupTimeout,
 		"How long a tenant machine may go without joining before its health check replaces it (default: 20m times --host-slowdown)")
 	fl.IntVar(&f.Render.HostSlowdown, "host-slowdown", 1,
