@@ -122,9 +122,7 @@ func TestStatusNamesVMsNoHostNodeCanTake(t *testing.T) {
 	graph := waitForGraph(g, nc)
 
 	scheduling := func(pool, name string) *kubevirtv1.VirtualMachineInstance {
-		tmpl := vmtemplate.Build(vmtemplate.Input{ClusterName: "full", Pool: pool, Image: "knest.local/node:test"}).Spec.Template
-		vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.ObjectMeta.Labels}, Spec: tmpl.Spec}
-		g.Expect(env.Client.Create(ctx, vmi)).To(Succeed())
+		vmi := newVMI(g, ns, "full", pool, name)
 		env.SetVMIStatus(g, vmi, func(s *kubevirtv1.VirtualMachineInstanceStatus) { s.Phase = kubevirtv1.Scheduling })
 		return vmi
 	}
@@ -173,13 +171,19 @@ func setNodeReady(g Gomega, n *corev1.Node, ready corev1.ConditionStatus) {
 	g.Expect(env.Client.Status().Update(context.Background(), n)).To(Succeed())
 }
 
-// runningVMI creates a worker VMI of cluster as CAPK makes it from knest's VM
-// template, and writes its status as virt-handler does: Running on node, with
-// conditions.
-func runningVMI(g Gomega, ns, cluster, name, node string, conditions ...kubevirtv1.VirtualMachineInstanceCondition) *kubevirtv1.VirtualMachineInstance {
-	tmpl := vmtemplate.Build(vmtemplate.Input{ClusterName: cluster, Pool: "workers", Image: "knest.local/node:test"}).Spec.Template
+// newVMI creates a VMI of cluster's pool (knestv1.ControlPlanePool for the control
+// plane) as CAPK makes it from knest's VM template, without status.
+func newVMI(g Gomega, ns, cluster, pool, name string) *kubevirtv1.VirtualMachineInstance {
+	tmpl := vmtemplate.Build(vmtemplate.Input{ClusterName: cluster, Pool: pool, Image: "knest.local/node:test"}).Spec.Template
 	vmi := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: tmpl.ObjectMeta.Labels}, Spec: tmpl.Spec}
 	g.Expect(env.Client.Create(context.Background(), vmi)).To(Succeed())
+	return vmi
+}
+
+// runningVMI creates a worker VMI of cluster and writes its status as virt-handler
+// does: Running on node, with conditions.
+func runningVMI(g Gomega, ns, cluster, name, node string, conditions ...kubevirtv1.VirtualMachineInstanceCondition) *kubevirtv1.VirtualMachineInstance {
+	vmi := newVMI(g, ns, cluster, "workers", name)
 	env.SetVMIStatus(g, vmi, func(s *kubevirtv1.VirtualMachineInstanceStatus) {
 		s.Phase, s.NodeName, s.Conditions = kubevirtv1.Running, node, conditions
 	})
