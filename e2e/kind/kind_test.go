@@ -1,16 +1,18 @@
 //go:build e2e
 
 // Package kind_test checks, on the kind host cluster of `make e2e`
-// (hack/kind/up.sh), the two things the tenant suite relies on that real KubeVirt and
-// the host's own CNI decide, each on its own, so that a machine that cannot run the
-// whole suite still proves them:
+// (hack/kind/up.sh), the things the tenant suite relies on that real KubeVirt, the
+// host's own CNI and the host's set-up decide, each on its own, so that a machine
+// that cannot run the whole suite still proves them:
 //
 //   - knest's node image boots under the real virt-launcher (libvirt and qemu from the
 //     images built here, software emulation where the KVM probe failed) to getty on
 //     its serial console, with KubeVirt's masquerade binding;
 //   - knest's isolation NetworkPolicy, rendered by pkg/cluster, is enforced by the
 //     host cluster's enforcer (kube-network-policies), with plain pods carrying the
-//     labels of a tenant's VM pods standing in for them.
+//     labels of a tenant's VM pods standing in for them;
+//   - the host components a tenant's API and machines hang on (MetalLB, the Cluster
+//     API managers) have probes that a host full of emulated VMs does not fail.
 package kind_test
 
 import (
@@ -196,3 +198,39 @@ func tail(s string, n int) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestHostProbesAllowASlowHost checks that the host components a tenant's API and
+// machines hang on keep running while emulated VMs fill the host's cores
+// (hack/kind/up.sh): MetalLB's speaker, failing its 1-second liveness probe beside two
+// emulated workers, was restarted ten times in 50 minutes of a conformance part, each
+// time withdrawing the tenant API's address; the Cluster API managers were killed the
+// same way mid-upgrade. Each gets probes of 5 s and a minute of liveness failures.
+func TestHostProbesAllowASlowHost(t *testing.T) {
+	g := NewWithT(t)
+	h := newHost(t)
+	ctx := t.Context()
+	apps := h.cs.AppsV1()
+	speaker, err := apps.DaemonSets("metallb-system").Get(ctx, "speaker", metav1.GetOptions{})
+	g.Expect(err).NotTo(HaveOccurred())
+	pods := map[string]corev1.PodSpec{"metallb-system/speaker": speaker.Spec.Template.Spec}
+	for _, d := range []string{
+		"metallb-system/controller",
+		"capi-system/capi-controller-manager",
+		"capi-kubeadm-bootstrap-system/capi-kubeadm-bootstrap-controller-manager",
+		"capi-kubeadm-control-plane-system/capi-kubeadm-control-plane-controller-manager",
+		"capk-system/capk-controller-manager",
+	} {
+		ns, name, _ := strings.Cut(d, "/")
+		dep, err := apps.Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		pods[d] = dep.Spec.Template.Spec
+	}
+	for name, spec := range pods {
+		c := spec.Containers[0]
+		g.Expect(c.LivenessProbe).NotTo(BeNil(), name)
+		g.Expect(c.ReadinessProbe).NotTo(BeNil(), name)
+		g.Expect(c.LivenessProbe.TimeoutSeconds).To(BeNumerically(">=", 5), "%s: liveness probe timeout", name)
+		g.Expect(c.LivenessProbe.FailureThreshold*c.LivenessProbe.PeriodSeconds).To(BeNumerically(">=", 60), "%s: liveness failures before a restart, in seconds", name)
+		g.Expect(c.ReadinessProbe.TimeoutSeconds).To(BeNumerically(">=", 5), "%s: readiness probe timeout", name)
+	}
+}
