@@ -126,7 +126,8 @@ type scope struct {
 	// storage is turned off.
 	csiController *appsv1.Deployment
 	// vms are the tenant's VMIs, for conditions HostSpread, LiveMigratable and
-	// HostNodesReady.
+	// HostNodesReady, and the VMs no host node can take (WorkersReady,
+	// ControlPlaneReady).
 	vms []kubevirtv1.VirtualMachineInstance
 	// hostNodes says, for each host node a VMI is on, why it is not ready ("" when
 	// it is), for condition HostNodesReady.

@@ -24,8 +24,9 @@ import (
 
 // What the tenant's VMs say of the host nodes they run on: whether VMs of one pool
 // share a node (condition HostSpread), whether KubeVirt could live-migrate them
-// (condition LiveMigratable), and whether their nodes are ready (condition
-// HostNodesReady). Read from the VMIs, which carry the labels of the VM template
+// (condition LiveMigratable), whether their nodes are ready (condition
+// HostNodesReady), and which no node can take (in WorkersReady and
+// ControlPlaneReady). Read from the VMIs, which carry the labels of the VM template
 // knest renders (pkg/vmtemplate), and from those VMIs' host nodes.
 
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
