@@ -76,3 +76,23 @@ func TestWaitForDeletionEndsWhenTheClusterIsGone(t *testing.T) {
 	g.Expect(kube.Update(t.Context(), nc)).To(Succeed())
 	g.Expect(c.WaitForDeletion(t.Context(), key, knest.WaitWithTimeout(time.Second))).To(Succeed())
 }
+
+// Without a terminal (CI, a script) the wait prints what it waits for each time that
+// changes, once: the log says where a slow create stands.
+func TestWaitPrintsWhatItWaitsForWithoutATerminal(t *testing.T) {
+	g := NewWithT(t)
+	nc := &knestv1.NestedCluster{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "ns", Generation: 1},
+		Spec: knestv1.NestedClusterSpec{ControlPlane: knestv1.ControlPlaneSpec{Replicas: 1},
+			Workers: []knestv1.WorkerPool{pool("workers", 1)}},
+		Status: knestv1.NestedClusterStatus{ObservedGeneration: 1, Phase: knestv1.PhaseProvisioning,
+			ControlPlane: knestv1.ReplicaStatus{Desired: 1}}}
+	out := &knesttest.SyncBuffer{}
+	c := knest.NewClient(fake.NewClientBuilder().WithScheme(knest.Scheme()).WithObjects(nc).Build(),
+		knest.WithLogger(cli.NewLogger(out, 0).Logr()), knest.WithPollInterval(100*time.Millisecond))
+
+	err := c.Wait(t.Context(), client.ObjectKeyFromObject(nc), knest.WaitWithTimeout(time.Second))
+	g.Expect(err).To(MatchError(ContainSubstring("timed out after 1s")))
+	g.Expect(out.String()).To(Equal(" • Waiting for cluster demo to be ready (timeout 1s) ...\n"+
+		" • Waiting for cluster demo (Provisioning): control plane 0/1 ready ...\n"+
+		" ✗ cluster demo is not ready after 1s\n"), "the blocking part once, though the cluster was read every 100ms")
+}

@@ -43,12 +43,13 @@ func TestStatusWithoutTerminal(t *testing.T) {
 	s := StatusForLogger(NewLogger(&buf, 0).Logr())
 	s.Start("Waiting for cluster demo")
 	s.Update("Waiting for cluster demo: control plane 0/1 ready")
+	s.Update("Waiting for cluster demo: control plane 0/1 ready")
 	s.Success("control plane 1/1 ready")
 	s.Failure("workers 0/2 ready")
 	s.Note("pool gpu stays held at v1.34.4")
 	s.End()
-	g.Expect(buf.String()).To(Equal(" • Waiting for cluster demo ...\n ✓ control plane 1/1 ready\n ✗ workers 0/2 ready\n • pool gpu stays held at v1.34.4\n"),
-		"updates only show on a terminal")
+	g.Expect(buf.String()).To(Equal(" • Waiting for cluster demo ...\n • Waiting for cluster demo: control plane 0/1 ready ...\n ✓ control plane 1/1 ready\n ✗ workers 0/2 ready\n • pool gpu stays held at v1.34.4\n"),
+		"an update prints once, when its text changes")
 }
 
 func TestStatusWithSpinner(t *testing.T) {

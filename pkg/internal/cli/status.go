@@ -6,7 +6,8 @@ import (
 
 // Status prints progress as short lines: "✓ done thing", "✗ failed thing". On a
 // terminal (the logger writes to a Spinner) the current activity spins on its own
-// line; elsewhere it is printed once as "• activity ...".
+// line; elsewhere it is printed as "• activity ..." each time it changes, so a log
+// (CI, a script) says what a long wait is blocked on, not only that it waits.
 type Status struct {
 	logger  logr.Logger
 	spinner *Spinner
@@ -38,7 +39,8 @@ func (s *Status) Start(activity string) {
 	s.logger.Info(" • " + activity + " ...")
 }
 
-// Update changes the text of the running activity. It only shows on a terminal.
+// Update changes the text of the running activity; without a terminal it prints the
+// new text as a line, and nothing when the text is unchanged.
 func (s *Status) Update(activity string) {
 	if activity == s.active {
 		return
@@ -46,7 +48,9 @@ func (s *Status) Update(activity string) {
 	s.active = activity
 	if s.spinner != nil {
 		s.spinner.SetSuffix(activity)
+		return
 	}
+	s.logger.Info(" • " + activity + " ...")
 }
 
 // Success prints a line marked ✓.
