@@ -37,16 +37,17 @@ E2E_TESTS_KVM = TestHostedCluster|TestTenantCluster
 E2E_TESTS_TCG = TestHostedCluster
 
 # The hosted tenant's worker boots the node image with the conformance suite's images
-# (make conformance-images), on which TestHostedCluster runs the suite's smoke part.
+# (make conformance-images), on which TestHostedCluster runs the suite's smoke part;
+# the image is loaded into the kind host only when that test runs (not by make e2e-vm).
 E2E_CONFORMANCE_ENV = KNEST_E2E_CONFORMANCE=$(KNEST_CACHE)/conformance/$(NODE_KUBE_VERSION) \
 	KNEST_E2E_CONFORMANCE_NODE_IMAGE=docker.io/knest/node-conformance:$(NODE_KUBE_VERSION)
 
 .PHONY: e2e
 e2e: $(KIND_PREREQS) conformance-images ## Bring up the kind host, run the kind checks, then a hosted tenant cluster (create, the conformance smoke, faults, backup, load balancers, scale, delete) and, where guests run under KVM, one with a VM control plane (create, isolation, its qemu killed, delete) with the CLI (in .ci/run; KEEP=1 keeps the host).
 	$(call kind-host-up,$(E2E_STATE_DIR)) $(KIND_CHECKS); \
-	$(KIND_ENV) hack/conformance/load.sh; \
 	tests='$(E2E_TESTS)'; [ -n "$$tests" ] || { [ "$$KNEST_E2E_ACCEL" = kvm ] && tests='$(E2E_TESTS_KVM)' || tests='$(E2E_TESTS_TCG)'; }; \
 	echo "e2e: $$tests (guests under $$KNEST_E2E_ACCEL)"; \
+	case "$$tests" in *TestHostedCluster*) $(KIND_ENV) hack/conformance/load.sh;; esac; \
 	KNEST_E2E_STATE_DIR=$(E2E_STATE_DIR) KNEST_E2E_FULL=$(KNEST_E2E_FULL) KNEST_E2E_SECOND_CLUSTER=$(KNEST_E2E_SECOND_CLUSTER) $(E2E_CONFORMANCE_ENV) \
 		$(GO) test -tags e2e -count=1 -v -timeout $(E2E_TIMEOUT) -run "^($$tests)\$$" $(GO_TEST_FLAGS) ./e2e/tenant 2>&1 | tee $(E2E_STATE_DIR)/e2e.log \
 		|| { status=$$?; hack/test-failures.sh $(E2E_STATE_DIR)/e2e.log; exit $$status; }
