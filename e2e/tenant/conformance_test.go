@@ -44,10 +44,11 @@ var conformanceSmoke = []string{
 	"[sig-api-machinery] CustomResourceConversionWebhook [Privileged:ClusterAdmin] should be able to convert from CR v1 to CR v2 [Conformance]",
 	"[sig-api-machinery] AggregatedDiscovery should support aggregated discovery interface [Conformance]",
 	// DNS under the tenant's own domain, Services, NodePorts. Not "DNS should provide DNS
-	// for services" nor "Services should serve a basic endpoint from pods", the two
-	// slowest here: the partial names resolve the same records through the search path
-	// the kubelet writes for the tenant's domain, and the NodePort spec sends traffic
-	// to a Service's endpoints by its cluster IP and its NodePort (docs/conformance.md).
+	// for services" nor "Services should serve a basic endpoint from pods" (the slowest
+	// listed spec), to keep the step's cost down: the partial names resolve the same
+	// records through the search path the kubelet writes for the tenant's domain, and
+	// the NodePort spec sends traffic to a Service's pods by its cluster IP and its
+	// NodePort (docs/conformance.md).
 	"[sig-network] DNS should provide DNS for the cluster [Conformance]",
 	"[sig-network] DNS should resolve DNS of partial qualified names for services [LinuxOnly] [Conformance]",
 	"[sig-network] Services should be able to create a functioning NodePort service [Conformance]",
