@@ -81,7 +81,8 @@ func conformanceNodeImage(t *testing.T) string {
 	return image
 }
 
-// expectConformanceSmoke runs conformanceSmoke with the suite's e2e.test against the tenant and expects every spec to have run and passed.
+// expectConformanceSmoke runs conformanceSmoke with the suite's e2e.test against the
+// tenant and expects every spec to have run and passed.
 // A spec that did not pass runs once more, alone, on a quiet tenant: on the emulated
 // worker a pod's 1 s readiness probe can miss beside other specs' pods, and the
 // suite reads that as a failure (docs/conformance.md). Both attempts are in the log

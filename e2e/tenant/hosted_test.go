@@ -34,7 +34,7 @@ import (
 const hostedWorkers = 1
 
 // hostedWorkerCPU is its worker's vCPUs. Two: the conformance smoke on one vCPU, three
-// specs at once, took 1694 s on F and 7 of 17 specs failed on the worker's pace; on two
+// specs at once, took 1694-1808 s on F and 4-7 of 17 failed on the worker's pace; on two
 // vCPUs, two at once, all 17 passed in 883 s (docs/conformance.md).
 const hostedWorkerCPU = 2
 
