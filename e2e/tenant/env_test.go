@@ -13,6 +13,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/knest-dev/knest/internal/testenv"
 )
@@ -80,6 +82,9 @@ func run(m *testing.M) int {
 		s.stateDir = dir
 	}
 	s.timeline = newTimeline()
+	// The clients log the API servers' warnings (a deprecated version, say) through
+	// controller-runtime's logger; unset, it prints a stack trace instead.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stdout), zap.ConsoleEncoder()))
 	defer func() {
 		path := filepath.Join(s.stateDir, "timeline.md")
 		if err := s.timeline.write(path); err != nil {

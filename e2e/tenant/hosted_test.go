@@ -95,6 +95,9 @@ func TestHostedCluster(t *testing.T) {
 		}, tenantTimeout, poll).Should(Succeed())
 		expectWebhookCalled(t, tc, knestv1.DefaultVersion)
 	})
+	t.Run("the API server reaches an aggregated API server in the tenant", func(t *testing.T) {
+		expectAggregatedAPI(t, tc, os.Getenv(envConformance))
+	})
 	t.Run("the conformance suite's smoke part passes", func(t *testing.T) { expectConformanceSmoke(t, key, tc) })
 	t.Run("a LoadBalancer Service answers from outside the tenant", func(t *testing.T) { expectLoadBalancerAnswers(t, key, tc) })
 	// Volumes in full runs only: on the slower machine of this kind each pod start and
