@@ -13,7 +13,6 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/util/cert"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -51,13 +49,24 @@ func expectAggregatedAPI(t *testing.T, tc tenant, conformanceDir string) {
 	g.Expect(etcdImage).NotTo(BeEmpty(), "e2e.test --list-images names no etcd image")
 
 	const name, ns = "sample-api", "default"
-	host := name + "." + ns + ".svc"
-	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(host, nil, []string{host})
-	g.Expect(err).NotTo(HaveOccurred())
-	labels := map[string]string{"app": name}
+	server, certPEM := tlsServer(t, name, ns, name, 443, corev1.Container{
+		Name: "sample-apiserver", Image: sampleImage, ImagePullPolicy: corev1.PullNever,
+		Args: []string{"--etcd-servers=http://127.0.0.1:2379",
+			"--tls-cert-file=/tls/tls.crt", "--tls-private-key-file=/tls/tls.key",
+			"--audit-log-path=-", "--audit-log-maxage=0", "--audit-log-maxbackup=0"},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Path: "/readyz", Port: intstr.FromInt32(443), Scheme: corev1.URISchemeHTTPS}},
+			PeriodSeconds: 5, TimeoutSeconds: 5,
+		},
+	}, corev1.Container{
+		Name: "etcd", Image: etcdImage, ImagePullPolicy: corev1.PullNever,
+		Command: []string{"/usr/local/bin/etcd",
+			"--listen-client-urls=http://127.0.0.1:2379", "--advertise-client-urls=http://127.0.0.1:2379"},
+	})
 	sa := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}
 	readOnly := []string{"get", "list", "watch"}
-	objs := []client.Object{
+	objs := append([]client.Object{
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}},
 		// The server reads the front proxy's CA from kube-system, delegates
 		// authentication and authorization to the API server, and its admission
@@ -76,40 +85,7 @@ func expectAggregatedAPI(t *testing.T, tc tenant, conformanceDir string) {
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name + "-reader"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name + "-reader"},
 			Subjects: sa},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}},
-		&appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: appsv1.DeploymentSpec{
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{
-						ServiceAccountName: name,
-						Containers: []corev1.Container{{
-							Name: "sample-apiserver", Image: sampleImage, ImagePullPolicy: corev1.PullNever,
-							Args: []string{"--etcd-servers=http://127.0.0.1:2379",
-								"--tls-cert-file=/certs/tls.crt", "--tls-private-key-file=/certs/tls.key",
-								"--audit-log-path=-", "--audit-log-maxage=0", "--audit-log-maxbackup=0"},
-							ReadinessProbe: &corev1.Probe{
-								ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-									Path: "/readyz", Port: intstr.FromInt32(443), Scheme: corev1.URISchemeHTTPS}},
-								PeriodSeconds: 5, TimeoutSeconds: 5,
-							},
-							VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/certs", ReadOnly: true}},
-						}, {
-							Name: "etcd", Image: etcdImage, ImagePullPolicy: corev1.PullNever,
-							Command: []string{"/usr/local/bin/etcd",
-								"--listen-client-urls=http://127.0.0.1:2379", "--advertise-client-urls=http://127.0.0.1:2379"},
-						}},
-						Volumes: []corev1.Volume{{Name: "certs", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name}}}},
-					},
-				},
-			},
-		},
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(443)}}}},
-	}
+	}, server...)
 	apiService := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiregistration.k8s.io/v1",
 		"kind":       "APIService",
@@ -131,16 +107,7 @@ func expectAggregatedAPI(t *testing.T, tc tenant, conformanceDir string) {
 			}
 		}
 	})
-	for _, o := range objs {
-		if err := tc.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
-	g.Eventually(func(g Gomega) {
-		d := &appsv1.Deployment{}
-		g.Expect(tc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d)).To(Succeed())
-		g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1), "the sample API server's pod ready")
-	}, tenantTimeout, poll).Should(Succeed())
+	createAvailable(t, tc, objs, ns, name)
 	s.timeline.add("aggregated API", "the sample API server's pod ready", time.Since(start))
 	g.Expect(client.IgnoreAlreadyExists(tc.Create(ctx, apiService))).To(Succeed())
 

@@ -30,45 +30,13 @@ func expectWebhookCalled(t *testing.T, tc tenant, version string) {
 	g := NewWithT(t)
 	ctx := t.Context()
 	const name, ns = "agnhost-webhook", "default"
-	host := name + "." + ns + ".svc"
-	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(host, nil, []string{host})
-	g.Expect(err).NotTo(HaveOccurred())
-	labels := map[string]string{"app": name}
-	objs := []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}},
-		&appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: appsv1.DeploymentSpec{
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{
-						Containers: []corev1.Container{{
-							Name: "webhook", Image: agnhostImage(version), ImagePullPolicy: corev1.PullNever,
-							Args: []string{"webhook", "--tls-cert-file=/tls/tls.crt", "--tls-private-key-file=/tls/tls.key", "--port=8443"},
-							ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-								Path: "/readyz", Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}}},
-							VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/tls"}},
-						}},
-						Volumes: []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name}}}},
-					},
-				},
-			},
-		},
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(8443)}}}},
-	}
-	for _, o := range objs {
-		if err := tc.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatalf("creating %T: %v", o, err)
-		}
-	}
-	g.Eventually(func(g Gomega) {
-		d := &appsv1.Deployment{}
-		g.Expect(tc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, d)).To(Succeed())
-		g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1))
-	}, tenantTimeout, poll).Should(Succeed())
+	objs, certPEM := tlsServer(t, name, ns, "", 8443, corev1.Container{
+		Name: "webhook", Image: agnhostImage(version), ImagePullPolicy: corev1.PullNever,
+		Args: []string{"webhook", "--tls-cert-file=/tls/tls.crt", "--tls-private-key-file=/tls/tls.key", "--port=8443"},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/readyz", Port: intstr.FromInt32(8443), Scheme: corev1.URISchemeHTTPS}}},
+	})
+	createAvailable(t, tc, objs, ns, name)
 
 	// Only ConfigMaps labelled for the test go to the webhook, so a failing webhook
 	// cannot block the cluster's own.
@@ -208,4 +176,57 @@ func webhookAnswer(t *testing.T, tc tenant, url string) error {
 		return nil
 	}, tenantTimeout, poll).Should(Succeed())
 	return err
+}
+
+// tlsServer is a server in the tenant behind a Service, as a webhook or an aggregated
+// API server runs: a Secret with a certificate for the Service's name, a Deployment of
+// one pod whose containers find it at /tls, and the Service on port 443 to targetPort.
+// certPEM, its CA included, is what a caBundle trusts.
+func tlsServer(t *testing.T, name, ns, serviceAccount string, targetPort int32, containers ...corev1.Container) (objs []client.Object, certPEM []byte) {
+	t.Helper()
+	host := name + "." + ns + ".svc"
+	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(host, nil, []string{host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range containers {
+		containers[i].VolumeMounts = append(containers[i].VolumeMounts, corev1.VolumeMount{Name: "tls", MountPath: "/tls", ReadOnly: true})
+	}
+	labels := map[string]string{"app": name}
+	return []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Data: map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}},
+		&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{
+						ServiceAccountName: serviceAccount,
+						Containers:         containers,
+						Volumes:            []corev1.Volume{{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: name}}}},
+					},
+				},
+			},
+		},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 443, TargetPort: intstr.FromInt32(targetPort)}}}},
+	}, certPEM
+}
+
+// createAvailable creates objs in the tenant, keeping those already there, and waits
+// until the Deployment ns/name among them has its replica available.
+func createAvailable(t *testing.T, tc tenant, objs []client.Object, ns, name string) {
+	t.Helper()
+	for _, o := range objs {
+		if err := tc.Create(t.Context(), o); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	NewWithT(t).Eventually(func(g Gomega) {
+		d := &appsv1.Deployment{}
+		g.Expect(tc.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, d)).To(Succeed())
+		g.Expect(d.Status.AvailableReplicas).To(BeEquivalentTo(1), "deployment %s/%s available", ns, name)
+	}, tenantTimeout, poll).Should(Succeed())
 }
